@@ -1,0 +1,69 @@
+// Checkpoints on disk: <root>/<tag>/ holds manifest.json plus files of named tensors and text.
+// Writing goes to <root>/.tmp-<tag>/, every file is fsynced, the manifest (with a SHA-256 per
+// file) is written last, the folder is renamed into place and <root>/latest is replaced
+// atomically — a crash at any point leaves the previous checkpoint and `latest` intact. Reading
+// verifies every checksum and names the corrupted file (and the previous tag to fall back to).
+// This area moves named tensors and text; it knows nothing of optimizers or models.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xtrain::checkpoint {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class CheckpointWriter {
+ public:
+  // Several ranks may write into the same tag: each constructs a writer, writes its own files
+  // (distinct names), calls finish_rank(); after a barrier rank 0 calls commit().
+  CheckpointWriter(std::string root, std::string tag, int64_t rank = 0);
+  void write_tensors(const std::string& file, const NamedTensors& tensors);
+  void write_text(const std::string& file, const std::string& text);
+  // fsyncs this rank's files and records their checksums for commit().
+  void finish_rank();
+  // Rank 0, after every rank's finish_rank(): manifest (files, sizes, SHA-256, `extra` JSON object
+  // text), fsync, rename into place, update `latest`.
+  void commit(const std::string& extra_json = "{}");
+  const std::string& tag() const { return tag_; }
+
+ private:
+  std::string root_, tag_, tmp_dir_;
+  int64_t rank_;
+  std::vector<std::pair<std::string, std::string>> sums_;  // file, sha256
+  std::vector<std::pair<std::string, int64_t>> sizes_;
+};
+
+class CheckpointReader {
+ public:
+  // tag "" reads <root>/latest. Verifies every file's checksum first; a mismatch or a missing
+  // file is a UsageError naming the file and offering the previous tag.
+  explicit CheckpointReader(std::string root, std::string tag = "");
+  NamedTensors read_tensors(const std::string& file) const;
+  std::string read_text(const std::string& file) const;
+  bool has_file(const std::string& file) const;
+  std::vector<std::string> files() const;
+  const std::string& tag() const { return tag_; }
+  const std::string& dir() const { return dir_; }
+  std::string extra_json() const;  // the `extra` object given to commit()
+
+ private:
+  std::string root_, tag_, dir_;
+  std::string manifest_;
+};
+
+// Tags under root, oldest first (by the order they were committed).
+std::vector<std::string> list_tags(const std::string& root);
+// The tag `latest` names, or "" when there is none.
+std::string latest_tag(const std::string& root);
+// Deletes all but the newest `keep` tags (keep 0: delete none).
+void prune(const std::string& root, int64_t keep);
+// One SHA-256 hex digest over every tensor of a checkpoint (all files), in sorted name order:
+// name, dtype, shape and bytes. `path` is a checkpoint tag folder, a checkpoints root (latest), or
+// a run directory (its checkpoints/latest).
+std::string fingerprint(const std::string& path);
+
+}  // namespace xtrain::checkpoint

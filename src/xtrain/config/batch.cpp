@@ -1,0 +1,48 @@
+#include "xtrain/config/batch.h"
+
+#include "xtrain/base/error.h"
+
+namespace xtrain::config {
+
+BatchTriple resolve_batch(std::optional<int64_t> tb, std::optional<int64_t> mb, std::optional<int64_t> gas,
+                          int64_t w) {
+  XTRAIN_USAGE_CHECK(w > 0, "config: data-parallel world size must be > 0, got ", w);
+  XTRAIN_USAGE_CHECK(tb || mb,
+                     "config: give train_batch_size or train_micro_batch_size_per_gpu (or both); "
+                     "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * ",
+                     "data-parallel size (", w, ")");
+  BatchTriple r;
+  std::string derived;
+  if (tb && mb && gas) {
+    r = {*tb, *mb, *gas, ""};
+  } else if (tb && mb) {
+    r = {*tb, *mb, (*tb / *mb) / w, ""};
+    derived = "gradient_accumulation_steps";
+  } else if (tb && gas) {
+    r = {*tb, (*tb / w) / *gas, *gas, ""};
+    derived = "train_micro_batch_size_per_gpu";
+  } else if (mb && gas) {
+    r = {*mb * *gas * w, *mb, *gas, ""};
+    derived = "train_batch_size";
+  } else if (tb) {
+    r = {*tb, *tb / w, 1, ""};
+    derived = "train_micro_batch_size_per_gpu, gradient_accumulation_steps";
+  } else {
+    r = {*mb * w, *mb, 1, ""};
+    derived = "train_batch_size, gradient_accumulation_steps";
+  }
+  auto equation = [&] {
+    return c10::str("train_batch_size (", r.train_batch_size, ") must equal train_micro_batch_size_per_gpu (",
+                    r.micro_batch, ") * gradient_accumulation_steps (", r.grad_accum,
+                    ") * data-parallel size (", w, ") = ", r.micro_batch * r.grad_accum * w,
+                    derived.empty() ? "" : "; derived: " + derived);
+  };
+  XTRAIN_USAGE_CHECK(r.train_batch_size > 0, "config: train_batch_size must be > 0: ", equation());
+  XTRAIN_USAGE_CHECK(r.micro_batch > 0, "config: train_micro_batch_size_per_gpu must be > 0: ", equation());
+  XTRAIN_USAGE_CHECK(r.grad_accum > 0, "config: gradient_accumulation_steps must be > 0: ", equation());
+  XTRAIN_USAGE_CHECK(r.train_batch_size == r.micro_batch * r.grad_accum * w, "config: ", equation());
+  r.derived = derived;
+  return r;
+}
+
+}  // namespace xtrain::config

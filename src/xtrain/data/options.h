@@ -1,0 +1,53 @@
+// `xtrain.data` (ours: DeepSpeed leaves data to the user's script) and DeepSpeed's legacy
+// `curriculum_learning` (reference/deepspeed.md §a.10).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xtrain::data {
+
+struct DataOptions {
+  std::string type = "text";   // text | mnist | fashion_mnist
+  std::string path = "mobydick";  // text: a file or "mobydick"; images: a folder, or "" for the default
+  double val_fraction = 0.1;   // text: the last fraction of the file is validation
+  int64_t prefetch = 2;        // batches prepared ahead by the loader thread
+  template <class V>
+  void visit(V& v) {
+    v.choice("type", type, {"text", "mnist", "fashion_mnist"}, "dataset kind");
+    v("path", path, "text file or dataset folder ('mobydick' / '' = the bundled default)");
+    v("val_fraction", val_fraction, "text: share of the corpus held out for validation (taken from the end)");
+    v("prefetch", prefetch, "batches prepared ahead in a background thread (0: none)");
+  }
+};
+
+struct CurriculumOptions {
+  bool enabled = false;
+  std::string curriculum_type = "seqlen";
+  int64_t min_difficulty = 8;
+  int64_t max_difficulty = 1024;
+  std::string schedule_type = "fixed_linear";
+  // schedule_config
+  int64_t total_curriculum_step = 0;
+  int64_t difficulty_step = 8;
+  int64_t root_degree = 1;
+  std::vector<int64_t> difficulty;
+  std::vector<int64_t> max_step;
+  template <class V>
+  void visit(V& v) {
+    v("enabled", enabled, "sequence-length curriculum");
+    v.choice("curriculum_type", curriculum_type, {"seqlen"}, "what grows");
+    v("min_difficulty", min_difficulty, "first sequence length");
+    v("max_difficulty", max_difficulty, "final sequence length");
+    v.choice("schedule_type", schedule_type, {"fixed_linear", "fixed_root", "fixed_discrete"}, "pacing function");
+    v.nested("schedule_config", [&](auto& s) {
+      s("total_curriculum_step", total_curriculum_step, "steps until max_difficulty");
+      s("difficulty_step", difficulty_step, "difficulty is a multiple of this");
+      s("root_degree", root_degree, "fixed_root: degree of the root");
+      s("difficulty", difficulty, "fixed_discrete: difficulties");
+      s("max_step", max_step, "fixed_discrete: last step of each difficulty");
+    });
+  }
+};
+
+}  // namespace xtrain::data

@@ -1,0 +1,53 @@
+// `xtrain.model`: which assembly to build and its sizes (ours: DeepSpeed takes the model from the
+// user's script). The defaults are the default GPT: byte-level, about 3M parameters.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xtrain::models {
+
+struct AttentionOptions {
+  std::string type = "dense";  // dense | multiscale
+  std::vector<int64_t> windows = {8, 16, 32};
+  std::string kernel = "auto";  // a registered kernel name, or "auto"
+  template <class V>
+  void visit(V& v) {
+    v.choice("type", type, {"dense", "multiscale"}, "attention algorithm");
+    v("windows", windows, "multiscale: window sizes; heads are split evenly among them");
+    v("kernel", kernel, "kernel name from the registry, or auto (fastest that supports the call)");
+  }
+};
+
+struct ModelOptions {
+  std::string type = "gpt";  // gpt | resnet18 | mlp
+  // gpt
+  int64_t layers = 4;
+  int64_t d_model = 256;
+  int64_t heads = 4;
+  int64_t seq_len = 256;
+  int64_t vocab = 256;  // byte-level
+  double dropout = 0.0;
+  bool tie_embeddings = true;
+  AttentionOptions attention;
+  // mlp
+  std::vector<int64_t> hidden = {512, 256};
+  // image models: filled from the dataset when left at 0
+  int64_t num_classes = 0;
+  template <class V>
+  void visit(V& v) {
+    v.choice("type", type, {"gpt", "resnet18", "mlp"}, "model assembly");
+    v("layers", layers, "gpt: transformer blocks");
+    v("d_model", d_model, "gpt: embedding width (C)");
+    v("heads", heads, "gpt: attention heads (NH)");
+    v("seq_len", seq_len, "gpt: context length (T)");
+    v("vocab", vocab, "gpt: vocabulary size (V; 256 for bytes)");
+    v("dropout", dropout, "dropout probability (gpt, mlp)");
+    v("tie_embeddings", tie_embeddings, "gpt: the LM head shares the token embedding");
+    v("attention", attention, "gpt: attention settings");
+    v("hidden", hidden, "mlp: hidden layer widths");
+    v("num_classes", num_classes, "image models: classes (0: from the dataset)");
+  }
+};
+
+}  // namespace xtrain::models
