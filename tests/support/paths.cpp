@@ -20,8 +20,8 @@ std::string xtrain_binary() { return binary_dir() + "/xtrain"; }
 
 namespace {
 std::vector<std::string>& temp_dirs() {
-  static std::vector<std::string> dirs;
-  return dirs;
+  static auto* dirs = new std::vector<std::string>;  // never destroyed: the atexit handler uses it
+  return *dirs;
 }
 void remove_temp_dirs() {
   if (std::getenv("XTRAIN_KEEP_TMP")) return;

@@ -26,21 +26,30 @@ class CheckpointWriter {
   // fsyncs this rank's files and records their checksums for commit().
   void finish_rank();
   // Rank 0, after every rank's finish_rank(): manifest (files, sizes, SHA-256, `extra` JSON object
-  // text), fsync, rename into place, update `latest`.
-  void commit(const std::string& extra_json = "{}");
+  // text), fsync, rename into place, update `latest`, delete leftover .tmp-* folders (so every rank
+  // must be done with this checkpoint before any rank starts the next one). `world_size` > 0
+  // checks that ranks 0..world_size-1 all finished and ignores records of other ranks (left by a
+  // crashed attempt at the same tag with more ranks); 0 takes every record present.
+  // Committing a tag that exists replaces it.
+  void commit(const std::string& extra_json = "{}", int64_t world_size = 0);
   const std::string& tag() const { return tag_; }
 
  private:
   std::string root_, tag_, tmp_dir_;
   int64_t rank_;
-  std::vector<std::pair<std::string, std::string>> sums_;  // file, sha256
-  std::vector<std::pair<std::string, int64_t>> sizes_;
+  struct Record {
+    std::string file, sha256, kind;  // kind: "tensors" | "text"
+    int64_t bytes = 0;
+  };
+  std::vector<Record> records_;  // this rank's files, in writing order
+  bool finished_ = false, committed_ = false;
 };
 
 class CheckpointReader {
  public:
   // tag "" reads <root>/latest. Verifies every file's checksum first; a mismatch or a missing
-  // file is a UsageError naming the file and offering the previous tag.
+  // file is a UsageError naming the file and offering the previous tag. Tensors come back on the
+  // CPU, in the order they were written.
   explicit CheckpointReader(std::string root, std::string tag = "");
   NamedTensors read_tensors(const std::string& file) const;
   std::string read_text(const std::string& file) const;
@@ -59,7 +68,7 @@ class CheckpointReader {
 std::vector<std::string> list_tags(const std::string& root);
 // The tag `latest` names, or "" when there is none.
 std::string latest_tag(const std::string& root);
-// Deletes all but the newest `keep` tags (keep 0: delete none).
+// Deletes all but the newest `keep` tags (keep 0: delete none); never the tag `latest` names.
 void prune(const std::string& root, int64_t keep);
 // One SHA-256 hex digest over every tensor of a checkpoint (all files), in sorted name order:
 // name, dtype, shape and bytes. `path` is a checkpoint tag folder, a checkpoints root (latest), or

@@ -1,34 +1,41 @@
 #include "xtrain/cli/commands.h"
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
 #include <iostream>
 
 #include "xtrain/base/error.h"
-#include "xtrain/config/config.h"
+#include "xtrain/base/log.h"
+#include "xtrain/cli/subcommands.h"
 
 namespace xtrain::cli {
 
 int run(int argc, char** argv) {
-  CLI::App app{"xtrain: train deep-learning models from a laptop CPU to a GPU cluster"};
+  CLI::App app{"xtrain: a training engine for deep-learning models (DeepSpeed-format configs)"};
   app.require_subcommand(1);
-  auto* cfg = app.add_subcommand("config", "Print the resolved config or the config reference");
-  std::string path;
-  bool docs = false;
-  cfg->add_option("--config", path, "ds_config.json");
-  cfg->add_flag("--docs", docs, "print docs/config.md");
+  app.set_help_all_flag("--help-all", "Print help for every command");
+  std::vector<Command> commands = all_commands(app);
   try {
     app.parse(argc, argv);
-    if (docs) {
-      std::cout << config::markdown_reference();
-    } else {
-      std::cout << config::to_json(config::load(path, {}).config) << "\n";
-    }
-    return 0;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  } catch (const UsageError& e) {
-    std::cerr << "xtrain: " << e.what() << "\n";
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& c : commands) {
+      if (c.app->parsed()) return c.run();
+    }
     return 2;
+  } catch (const UsageError& e) {
+    log::error(e.what());
+    return 2;
+  } catch (const c10::Error& e) {
+    log::error(e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    log::error(e.what());
+    return 1;
   }
 }
 

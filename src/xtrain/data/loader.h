@@ -4,6 +4,7 @@
 #pragma once
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -34,7 +35,8 @@ class Loader {
   int64_t batch_size_, prefetch_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<SamplerState, Batch>> ready_;  // state before each batch, and the batch
+  std::deque<std::pair<SamplerState, Batch>> ready_;  // each batch, with the sampler state after it
+  std::exception_ptr error_;  // the worker's failure, rethrown by next() once ready_ is drained
   SamplerState consumer_state_;
   bool stopping_ = false;
   std::thread thread_;

@@ -34,6 +34,7 @@ struct ModelOptions {
   std::vector<int64_t> hidden = {512, 256};
   // image models: filled from the dataset when left at 0
   int64_t num_classes = 0;
+  int64_t in_features = 0;  // mlp: flattened sample size (1x28x28 images: 784)
   template <class V>
   void visit(V& v) {
     v.choice("type", type, {"gpt", "resnet18", "mlp"}, "model assembly");
@@ -47,6 +48,7 @@ struct ModelOptions {
     v("attention", attention, "gpt: attention settings");
     v("hidden", hidden, "mlp: hidden layer widths");
     v("num_classes", num_classes, "image models: classes (0: from the dataset)");
+    v("in_features", in_features, "mlp: flattened input size (0: from the dataset)");
   }
 };
 

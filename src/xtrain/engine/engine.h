@@ -1,0 +1,114 @@
+// Engine: wires the features for one rank. The core works on named parameters and a
+// loss-producing callable (a torch::nn::Module is one way to supply them). Call forward/backward/
+// step for every micro-batch; the optimizer steps at the accumulation boundary, in a fixed
+// sequence of named stages (train_step.cpp): reduce → unscale/check → clip → step → gather →
+// schedule. DeepSpeed's engine semantics (reference/deepspeed.md §a.1, §c.1).
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xtrain/config/config.h"
+#include "xtrain/data/batch.h"
+#include "xtrain/zero/flat_layout.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace xtrain::optim {
+class Optimizer;
+}
+namespace xtrain::sched {
+class Schedule;
+struct Decision;
+}
+namespace xtrain::checkpoint {
+class CheckpointWriter;
+class CheckpointReader;
+}
+
+namespace xtrain {
+
+struct StepStats {
+  int64_t step = 0;        // global step this was (1-based)
+  double loss = 0.0;       // mean training loss over the step's micro-batches
+  double grad_norm = 0.0;  // global L2 norm before clipping
+  double lr = 0.0;         // lr used by this step
+  bool skipped = false;    // overflow: no update
+};
+
+class Engine {
+ public:
+  using LossFn = std::function<at::Tensor(const data::Batch&)>;
+
+  Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& config);
+  Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The loss of one micro-batch (not yet divided by the accumulation steps).
+  at::Tensor forward(const data::Batch& batch);
+  // Divides by gradient_accumulation_steps (when > 1) and runs autograd into the flat gradients.
+  void backward(const at::Tensor& loss);
+  // Call after every micro-batch. Returns true when this call was an accumulation boundary and
+  // an optimizer step was attempted (see last_step()).
+  bool step();
+
+  bool is_gradient_accumulation_boundary() const;
+  int64_t global_steps() const { return global_steps_; }
+  int64_t global_samples() const { return global_samples_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  int64_t micro_steps() const { return micro_steps_; }
+  const StepStats& last_step() const { return last_; }
+  double current_lr() const;  // the lr the next optimizer step will use
+  // Replaces the schedule's lr (lr range tests); a negative value restores the schedule.
+  void set_lr_override(double lr) { lr_override_ = lr; }
+  std::vector<sched::Decision> take_schedule_decisions();
+  const config::Config& config() const { return config_; }
+  const zero::FlatLayout& layout() const { return layout_; }
+  int64_t num_parameters() const { return layout_.used; }
+  int64_t gradient_accumulation_steps() const { return gas_; }
+  std::shared_ptr<torch::nn::Module> module() const { return module_; }
+  void train(bool on = true);
+
+  // Writes model.pt (parameters by name), optimizer.pt (state by "<state>/<param name>") and
+  // engine.json (counters, scheduler and optimizer scalars) into the writer.
+  void save_checkpoint(checkpoint::CheckpointWriter& writer) const;
+  // Restores everything save_checkpoint wrote. `load_optimizer=false` loads weights only.
+  void load_checkpoint(const checkpoint::CheckpointReader& reader, bool load_optimizer = true);
+
+ private:
+  void setup(zero::NamedParams params);
+  void optimizer_step();
+  double global_grad_norm() const;
+  double clip_coefficient(double norm) const;
+  double lr_for_step(int64_t k) const;  // the lr of successful step k (1-based)
+
+  config::Config config_;
+  std::shared_ptr<torch::nn::Module> module_;
+  LossFn loss_fn_;
+  zero::NamedParams params_;
+  zero::FlatLayout layout_;
+  at::Tensor flat_params_;  // fp32 master == model parameters (fp32 training)
+  at::Tensor flat_grads_;
+  std::vector<optim::Segment> segments_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<sched::Schedule> schedule_;
+  int64_t gas_ = 1;
+  int64_t micro_batch_ = 1;
+  int64_t micro_steps_ = 0;     // micro-batches seen
+  int64_t global_steps_ = 0;    // optimizer steps attempted (DeepSpeed counts skipped ones too)
+  int64_t applied_steps_ = 0;   // successful steps: the scheduler's position
+  int64_t skipped_steps_ = 0;
+  int64_t global_samples_ = 0;
+  double lr_override_ = -1.0;
+  double loss_sum_ = 0.0;       // over the current accumulation window
+  int64_t loss_count_ = 0;
+  StepStats last_;
+};
+
+}  // namespace xtrain

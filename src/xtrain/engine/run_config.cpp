@@ -1,0 +1,71 @@
+// Which config a run uses (explicit file > the run's own config.json on resume > the built-in
+// default), and text generation for the end-of-run sample and `xtrain generate`.
+#include <ATen/Functions.h>
+
+#include <filesystem>
+
+#include "xtrain/base/env.h"
+#include "xtrain/base/error.h"
+#include "xtrain/checkpoint/store.h"
+#include "xtrain/data/dataset.h"
+#include "xtrain/engine/run_dir.h"
+#include "xtrain/engine/trainer.h"
+#include "xtrain/models/generate.h"
+#include "xtrain/models/gpt.h"
+
+namespace xtrain {
+namespace fs = std::filesystem;
+
+config::Loaded load_run_config(const TrainRequest& request, const std::string& run_dir) {
+  config::LoadOptions options;
+  options.overrides = request.overrides;
+  options.world_size = env::get_int_or("WORLD_SIZE", 1);
+  if (!request.config_path.empty()) return config::load(request.config_path, options);
+  const std::string saved = run_dir.empty() ? "" : (fs::path(run_dir) / "config.json").string();
+  if (request.resume && !saved.empty() && fs::exists(saved)) return config::load(saved, options);
+  return config::load_text(default_config_text(), options, "configs/default.json");
+}
+
+std::string generate_text(const models::Model& model, const std::string& prompt, int64_t tokens, double temperature,
+                          int64_t top_k, uint64_t seed) {
+  auto gpt = std::dynamic_pointer_cast<models::GPTImpl>(model.module);
+  XTRAIN_USAGE_CHECK(gpt != nullptr, "generate: only GPT models generate text");
+  std::vector<int64_t> ids;
+  for (unsigned char ch : prompt) ids.push_back(ch);
+  if (ids.empty()) ids.push_back('\n');
+  const auto out = models::generate(*gpt, ids, tokens, temperature, top_k, seed);
+  std::string text;
+  for (int64_t id : out) text += static_cast<char>(id);
+  return text;
+}
+
+std::string sample_text(const models::Model& model, const config::Config& c) {
+  const auto& g = c.trainer.generate;
+  return generate_text(model, g.prompt, g.tokens, g.temperature, g.top_k, static_cast<uint64_t>(c.trainer.seed));
+}
+
+TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) {
+  const std::string config_path = (fs::path(run_dir) / "config.json").string();
+  XTRAIN_USAGE_CHECK(fs::exists(config_path), "no run at ", run_dir, " (", config_path,
+                     " is missing; runs live under runs/ by default)");
+  TrainedRun run;
+  run.config = config::load(config_path, {}).config;
+  torch::manual_seed(run.config.trainer.seed);
+  run.model = models::build_model(run.config.model);
+  checkpoint::CheckpointReader reader((fs::path(run_dir) / "checkpoints").string(), tag);
+  run.checkpoint_dir = reader.dir();
+  at::NoGradGuard no_grad;
+  std::map<std::string, at::Tensor> weights;
+  for (auto& [name, t] : reader.read_tensors("model.pt")) weights[name] = t;
+  auto restore = [&](const std::string& name, at::Tensor target) {
+    auto it = weights.find(name);
+    XTRAIN_USAGE_CHECK(it != weights.end(), "checkpoint ", reader.dir(), " has no tensor for ", name);
+    target.copy_(it->second.reshape(target.sizes()));
+  };
+  for (auto& item : run.model.module->named_parameters(true)) restore(item.key(), item.value());
+  for (auto& item : run.model.module->named_buffers(true)) restore(item.key(), item.value());
+  run.model.module->eval();
+  return run;
+}
+
+}  // namespace xtrain

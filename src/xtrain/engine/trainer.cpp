@@ -1,0 +1,274 @@
+#include "xtrain/engine/trainer.h"
+
+#include <ATen/Functions.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "xtrain/base/error.h"
+#include "xtrain/base/log.h"
+#include "xtrain/checkpoint/store.h"
+#include "xtrain/data/loader.h"
+#include "xtrain/engine/engine.h"
+#include "xtrain/engine/run_dir.h"
+#include "xtrain/monitor/jsonl_sink.h"
+#include "xtrain/monitor/progress.h"
+#include "xtrain/nn/losses.h"
+#include "xtrain/sched/lr_finder.h"
+#include "xtrain/sched/schedule.h"
+
+namespace xtrain {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Everything one run needs, built from the config.
+struct Setup {
+  config::Config config;
+  data::Splits data;
+  models::Model model;
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> loss;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<data::Loader> train_loader;
+  bool text = true;
+};
+
+Setup build(const config::Config& cfg) {
+  Setup s;
+  s.config = cfg;
+  s.data = data::open_datasets(cfg.data, cfg.model.seq_len, data::default_cache_dir());
+  const auto info = s.data.train->info();
+  s.text = info.kind == "text";
+  models::ModelOptions mo = cfg.model;
+  if (s.text) {
+    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: xtrain.model.type \"", mo.type, "\" cannot train on text data;",
+                       " use \"gpt\" (or an image dataset)");
+    mo.vocab = info.vocab;
+  } else {
+    XTRAIN_USAGE_CHECK(mo.type != "gpt", "config: xtrain.model.type \"gpt\" needs text data (xtrain.data.type=text)");
+    if (mo.num_classes == 0) mo.num_classes = info.num_classes;
+    if (mo.in_features == 0) {
+      mo.in_features = 1;
+      for (int64_t d : info.sample_shape) mo.in_features *= d;
+    }
+  }
+  s.config.model = mo;
+  torch::manual_seed(cfg.trainer.seed);
+  s.model = models::build_model(mo);
+  s.loss = nn::make_loss(cfg.loss);
+  auto forward = s.model.forward;
+  auto loss = s.loss;
+  s.engine = std::make_unique<Engine>(
+      s.model.module, [forward, loss](const data::Batch& b) { return loss(forward(b.input), b.target); }, s.config);
+  const int64_t micro = *cfg.engine.train_micro_batch_size_per_gpu;
+  s.train_loader = std::make_unique<data::Loader>(
+      s.data.train, data::DistributedSampler(s.data.train->size(), cfg.trainer.seed, 0, 1), micro,
+      cfg.data.prefetch);
+  return s;
+}
+
+void log_start(const Setup& s, const std::string& run_dir) {
+  const auto& c = s.config;
+  log::info("run: ", run_dir);
+  log::info("model: ", c.model.type, " with ", s.engine->num_parameters(), " parameters",
+            c.model.type == "gpt" ? c10::str(" (layers ", c.model.layers, ", d_model ", c.model.d_model, ", heads ",
+                                              c.model.heads, ", seq_len ", c.model.seq_len, ")")
+                                  : std::string());
+  log::info("data: ", c.data.type, " (", s.data.train->size(), " train / ", s.data.val->size(), " val samples)");
+  log::info("batch: ", *c.engine.train_batch_size, " = micro ", *c.engine.train_micro_batch_size_per_gpu, " x accum ",
+            *c.engine.gradient_accumulation_steps, " x dp ", c.dp_world_size, " | optimizer ", c.optimizer.type,
+            " lr ", c.optimizer.lr(), c.scheduler.type.empty() ? "" : " | schedule " + c.scheduler.type,
+            " | threads ", at::get_num_threads());
+}
+
+}  // namespace
+
+EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, const config::Config& config,
+                    int64_t batches) {
+  at::NoGradGuard no_grad;
+  const bool was_training = model.module->is_training();
+  model.module->eval();
+  const int64_t micro = *config.engine.train_micro_batch_size_per_gpu;
+  // A fixed, shuffled order (same seed every time) so repeated evaluations see the same samples.
+  data::DistributedSampler sampler(dataset.size(), /*seed=*/0x5eed, 0, 1);
+  const int64_t available = dataset.size() / micro;
+  const int64_t n = batches <= 0 ? available : std::min(batches, available);
+  auto loss_fn = nn::make_loss(nn::LossOptions{});  // plain cross-entropy: comparable across runs
+  EvalResult r;
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto batch = dataset.collate(sampler.next(micro));
+    const auto logits = model.forward(batch.input);
+    loss_sum += loss_fn(logits, batch.target).item<double>();
+    if (model.task == "classify") correct += logits.argmax(-1).eq(batch.target).sum().item<int64_t>();
+    r.samples += batch.size();
+  }
+  r.loss = n > 0 ? loss_sum / static_cast<double>(n) : NAN;
+  if (model.task == "classify" && r.samples > 0) r.accuracy = static_cast<double>(correct) / r.samples;
+  model.module->train(was_training);
+  return r;
+}
+
+namespace {
+
+void save(Setup& s, const std::string& run_dir) {
+  const std::string root = (fs::path(run_dir) / "checkpoints").string();
+  checkpoint::CheckpointWriter writer(root, "global_step" + std::to_string(s.engine->global_steps()));
+  s.engine->save_checkpoint(writer);
+  writer.write_text("trainer.json", trainer_state_json(s.train_loader->state()));
+  writer.write_text("config.json", config::to_json(s.config));
+  writer.finish_rank();
+  writer.commit();
+  checkpoint::prune(root, s.config.trainer.keep_checkpoints);
+}
+
+void resume(Setup& s, const std::string& run_dir) {
+  const std::string root = (fs::path(run_dir) / "checkpoints").string();
+  XTRAIN_USAGE_CHECK(!checkpoint::latest_tag(root).empty(), "--resume: ", run_dir,
+                     " has no checkpoint (checkpoints/latest is missing)");
+  checkpoint::CheckpointReader reader(root);
+  s.engine->load_checkpoint(reader);
+  s.train_loader->set_state(restore_trainer_state(reader.read_text("trainer.json")));
+  log::info("resumed from ", reader.dir(), " at step ", s.engine->global_steps());
+}
+
+std::string describe_eval(const EvalResult& r, bool text) {
+  if (!text) return c10::str("val loss ", r.loss, " | val accuracy ", 100.0 * r.accuracy, "%");
+  return c10::str("val loss ", r.loss, " (ppl ", std::exp(r.loss), ", ", r.loss / std::log(2.0), " bits/byte)");
+}
+
+std::string fmt(double v, int precision = 4) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+  return buf;
+}
+
+}  // namespace
+
+double find_lr(const TrainRequest& request) {
+  auto loaded = load_run_config(request, "");
+  for (const auto& w : loaded.warnings) log::warn(w);
+  if (loaded.config.trainer.threads > 0) at::set_num_threads(static_cast<int>(loaded.config.trainer.threads));
+  Setup s = build(loaded.config);
+  const int64_t steps = std::min<int64_t>(200, loaded.config.trainer.steps);
+  const double lo = 1e-6, hi = 1.0;
+  std::vector<double> lrs, losses;
+  monitor::Progress progress("steps", steps, 20, true);
+  s.engine->train(true);
+  double best = INFINITY;
+  for (int64_t i = 0; i < steps; ++i) {
+    const double lr = lo * std::pow(hi / lo, static_cast<double>(i) / static_cast<double>(steps - 1));
+    s.engine->set_lr_override(lr);
+    do {
+      const auto batch = s.train_loader->next();
+      s.engine->backward(s.engine->forward(batch));
+    } while (!s.engine->step());
+    const double loss = s.engine->last_step().loss;
+    progress.update(i + 1, 1, {{"lr", fmt(lr, 3)}, {"loss", fmt(loss)}});
+    if (!std::isfinite(loss) || loss > 4 * best) break;  // diverged: the rest of the sweep says nothing
+    best = std::min(best, loss);
+    lrs.push_back(lr);
+    losses.push_back(loss);
+  }
+  progress.finish();
+  const double suggestion = sched::suggest_lr(lrs, losses);
+  log::info("lr range test: ", lrs.size(), " steps from ", fmt(lo, 2), " to ", fmt(lrs.empty() ? lo : lrs.back(), 2));
+  log::info("loss vs log(lr): ", monitor::sparkline(losses, 60));
+  for (size_t i = 0; i < lrs.size(); i += std::max<size_t>(1, lrs.size() / 12)) {
+    log::info("  lr ", fmt(lrs[i], 3), "  loss ", fmt(losses[i]));
+  }
+  log::info("suggested lr: ", fmt(suggestion, 3), "  (use --set optimizer.params.lr=", fmt(suggestion, 3), ")");
+  return suggestion;
+}
+
+TrainResult train(const TrainRequest& request) {
+  std::string run_dir = request.output;
+  if (request.resume && run_dir.empty()) {
+    const auto probe = load_run_config(request, "");
+    run_dir = latest_run_dir(probe.config.trainer.output);
+    XTRAIN_USAGE_CHECK(!run_dir.empty(), "--resume: no run with checkpoints under ", probe.config.trainer.output,
+                       "/; pass --output RUN_DIR");
+  }
+  auto loaded = load_run_config(request, run_dir);
+  for (const auto& w : loaded.warnings) log::warn(w);
+  for (const auto& n : loaded.notes) log::info("config: ", n);
+  if (run_dir.empty()) {
+    run_dir = new_run_dir_name(loaded.config.trainer.output, loaded.config.trainer.name, loaded.config.model.type);
+  }
+  const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
+  XTRAIN_USAGE_CHECK(request.resume || checkpoint::latest_tag(ckpt_root).empty(), "run directory ", run_dir,
+                     " already has checkpoints: add --resume to continue it, or choose another --output");
+  fs::create_directories(run_dir);
+  if (loaded.config.trainer.threads > 0) at::set_num_threads(static_cast<int>(loaded.config.trainer.threads));
+  Setup s = build(loaded.config);
+  write_file_atomic((fs::path(run_dir) / "config.json").string(), config::to_json(s.config) + "\n");
+  if (request.resume) resume(s, run_dir);
+  log_start(s, run_dir);
+
+  const auto& c = s.config;
+  monitor::JsonlSink metrics((fs::path(run_dir) / "metrics.jsonl").string());
+  const int64_t steps = c.trainer.steps;
+  const int64_t log_every = c.trainer.log_interval > 0 ? c.trainer.log_interval : c.engine.steps_per_print;
+  const double work_per_step = static_cast<double>(*c.engine.train_batch_size) * (s.text ? c.model.seq_len : 1);
+  monitor::Progress progress(s.text ? "tok" : "samples", steps, c.engine.steps_per_print, true);
+  std::vector<double> losses;
+  s.engine->train(true);
+  int64_t last_saved = request.resume ? s.engine->global_steps() : -1;
+  while (s.engine->global_steps() < steps) {
+    do {
+      const auto batch = s.train_loader->next();
+      s.engine->backward(s.engine->forward(batch));
+    } while (!s.engine->step());
+    const StepStats& st = s.engine->last_step();
+    XTRAIN_USAGE_CHECK(std::isfinite(st.loss), "training diverged: the loss is ", st.loss, " at step ", st.step,
+                       "; try a lower optimizer.params.lr, gradient_clipping (e.g. 1.0), or a longer warm-up");
+    losses.push_back(st.loss);
+    progress.update(st.step, work_per_step, {{"loss", fmt(st.loss)}, {"lr", fmt(st.lr, 3)}, {"gnorm", fmt(st.grad_norm, 3)}});
+    if (st.step % log_every == 0 || st.step == steps) {
+      metrics.write(st.step, {{"train/loss", st.loss}, {"train/lr", st.lr}, {"train/grad_norm", st.grad_norm},
+                              {s.text ? "train/tokens_per_s" : "train/samples_per_s", progress.rate()},
+                              {"train/samples", static_cast<double>(s.engine->global_samples())}});
+    }
+    for (const auto& d : s.engine->take_schedule_decisions()) {
+      progress.message(c10::str("schedule: step ", d.step, ": ", d.what, " -> lr ", fmt(d.lr, 3)));
+      metrics.write_text(d.step, "sched/decision", c10::str(d.what, " lr=", d.lr, " smoothed_loss=", d.smoothed_loss));
+    }
+    if (c.trainer.eval_interval > 0 && st.step % c.trainer.eval_interval == 0 && st.step != steps) {
+      const auto ev = evaluate(s.model, *s.data.val, c, c.trainer.eval_batches);
+      progress.message(c10::str("step ", st.step, ": ", describe_eval(ev, s.text)));
+      std::map<std::string, double> m = {{"val/loss", ev.loss}};
+      if (ev.accuracy >= 0) m["val/accuracy"] = ev.accuracy;
+      metrics.write(st.step, m);
+    }
+    if (c.trainer.save_interval > 0 && st.step % c.trainer.save_interval == 0) {
+      save(s, run_dir);
+      last_saved = st.step;
+    }
+  }
+  progress.finish();
+  TrainResult result;
+  result.run_dir = run_dir;
+  result.steps = s.engine->global_steps();
+  result.final_train_loss = losses.empty() ? NAN : losses.back();
+  result.tokens_per_second = progress.rate();
+  result.final_eval = evaluate(s.model, *s.data.val, c, c.trainer.eval_batches);
+  std::map<std::string, double> m = {{"val/loss", result.final_eval.loss}};
+  if (result.final_eval.accuracy >= 0) m["val/accuracy"] = result.final_eval.accuracy;
+  metrics.write(result.steps, m);
+  if (last_saved != result.steps) save(s, run_dir);
+  if (s.text && c.trainer.generate.tokens > 0) result.sample = sample_text(s.model, c);
+  log::info("done: ", result.steps, " steps in ", monitor::format_duration(progress.elapsed()), " | train loss ",
+            fmt(result.final_train_loss), " | ", describe_eval(result.final_eval, s.text), " | ",
+            monitor::format_rate(result.tokens_per_second), s.text ? " tok/s" : " samples/s");
+  if (!losses.empty()) log::info("loss: ", monitor::sparkline(losses, 60));
+  if (!result.sample.empty()) log::info("sample:\n", c.trainer.generate.prompt, result.sample);
+  log::info("run directory: ", run_dir);
+  return result;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,91 @@
+// GPT assembly and GPT-2 init (nanoGPT's _init_weights plus its c_proj rescale). Reference:
+// tests/reference/gen_gpt.py, the same network in plain PyTorch.
+#include "xtrain/models/gpt.h"
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/dropout.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+
+#include "xtrain/base/error.h"
+#include "xtrain/kernels/linear.h"
+
+namespace xtrain::models {
+
+namespace {
+
+void check_options(const ModelOptions& o) {
+  XTRAIN_USAGE_CHECK(o.layers > 0, "models: xtrain.model.layers must be > 0, got ", o.layers);
+  XTRAIN_USAGE_CHECK(o.d_model > 0, "models: xtrain.model.d_model must be > 0, got ", o.d_model);
+  XTRAIN_USAGE_CHECK(o.seq_len > 0, "models: xtrain.model.seq_len must be > 0, got ", o.seq_len);
+  XTRAIN_USAGE_CHECK(o.vocab > 0, "models: xtrain.model.vocab must be > 0, got ", o.vocab);
+  XTRAIN_USAGE_CHECK(o.dropout >= 0 && o.dropout < 1, "models: xtrain.model.dropout must be in [0, 1), got ",
+                     o.dropout);
+  XTRAIN_USAGE_CHECK(o.attention.type == "dense", "models: not supported yet: xtrain.model.attention.type=\"",
+                     o.attention.type, "\" (gpt has dense attention)");
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+GPTImpl::GPTImpl(const ModelOptions& options) : options_(options) {
+  check_options(options);
+  const int64_t C = options.d_model;
+  wte = register_module("wte", nn::Embedding(options.vocab, C));
+  wpe = register_module("wpe", nn::Embedding(options.seq_len, C));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.layers; ++i) {
+    blocks->push_back(nn::Block(C, options.heads, options.seq_len, options.dropout));
+  }
+  ln_f = register_module("ln_f", nn::LayerNorm(C));
+  if (!options.tie_embeddings) lm_head = register_module("lm_head", nn::Linear(C, options.vocab, /*bias=*/false));
+  init_weights();
+}
+
+void GPTImpl::init_weights() {
+  at::NoGradGuard no_grad;
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* linear = dynamic_cast<nn::LinearImpl*>(m.get())) {
+      torch::nn::init::normal_(linear->weight, 0.0, 0.02);
+      if (linear->bias.defined()) torch::nn::init::zeros_(linear->bias);
+    } else if (auto* embedding = dynamic_cast<nn::EmbeddingImpl*>(m.get())) {
+      torch::nn::init::normal_(embedding->weight, 0.0, 0.02);
+    }  // LayerNorm is already 1 / 0
+  }
+  // GPT-2: residual projections scaled by 1/√(2L), one per residual branch.
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(options_.layers));
+  for (auto& p : named_parameters()) {
+    if (ends_with(p.key(), "attn.proj.weight") || ends_with(p.key(), "mlp.proj.weight")) {
+      torch::nn::init::normal_(p.value(), 0.0, residual_std);
+    }
+  }
+}
+
+at::Tensor GPTImpl::hidden(const at::Tensor& idx) {
+  XTRAIN_USAGE_CHECK(idx.dim() == 2 && idx.scalar_type() == at::kLong, "models: gpt input must be int64 [B, T], got ",
+                     idx.scalar_type(), idx.sizes());
+  const int64_t T = idx.size(1);
+  XTRAIN_USAGE_CHECK(T <= options_.seq_len, "models: gpt input has T=", T, " tokens, more than xtrain.model.seq_len=",
+                     options_.seq_len);
+  // Positions 0..T-1 are the first T rows of wpe: a view instead of an arange + gather.
+  auto x = wte->forward(idx) + wpe->weight.narrow(0, 0, T);
+  if (options_.dropout > 0 && is_training()) x = at::dropout(x, options_.dropout, /*train=*/true);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto* block = blocks[i]->as<nn::BlockImpl>();
+    TORCH_INTERNAL_ASSERT(block != nullptr, "gpt: blocks[", i, "] is not an nn::Block (wrap it with set_block_runner)");
+    x = block_runner_ ? block_runner_(static_cast<int64_t>(i), *block, x) : block->forward(x);
+  }
+  return ln_f->forward(x);
+}
+
+at::Tensor GPTImpl::head(const at::Tensor& h) {
+  return lm_head ? lm_head->forward(h) : kernels::linear(h, wte->weight, at::Tensor());
+}
+
+at::Tensor GPTImpl::forward(const at::Tensor& idx) { return head(hidden(idx)); }
+
+}  // namespace xtrain::models

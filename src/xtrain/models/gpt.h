@@ -1,0 +1,54 @@
+// GPT-2 as nanoGPT lays it out: token embedding `wte` [V, C], position embedding `wpe` [T, C],
+// embedding dropout, `blocks` (a ModuleList of nn::Block, so each block can be wrapped), final
+// LayerNorm `ln_f`, and an LM head tied to `wte` (no parameter of its own) unless untied
+// (`lm_head` [V, C], no bias). Init as GPT-2: N(0, 0.02), residual projections N(0, 0.02/√(2L)).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+
+#include <functional>
+
+#include "xtrain/models/options.h"
+#include "xtrain/nn/block.h"
+#include "xtrain/nn/embedding.h"
+#include "xtrain/nn/layer_norm.h"
+#include "xtrain/nn/linear.h"
+
+namespace xtrain::models {
+
+class GPTImpl : public torch::nn::Module {
+ public:
+  // Sizes from `options` (layers, d_model, heads, seq_len, vocab, dropout, tie_embeddings);
+  // UsageError on a bad size or an attention type other than "dense". Deterministic given
+  // torch::manual_seed before construction.
+  explicit GPTImpl(const ModelOptions& options);
+
+  at::Tensor forward(const at::Tensor& idx);  // int64 [B, T], T <= seq_len -> logits [B, T, V]
+  at::Tensor hidden(const at::Tensor& idx);   // int64 [B, T] -> ln_f output [B, T, C]
+  at::Tensor head(const at::Tensor& h);       // [..., C] -> logits [..., V]
+
+  // How block i runs; the default calls block.forward(x). ZeRO-3 (gather/release around the
+  // call) or activation checkpointing install a wrapper instead of editing forward.
+  using BlockRunner = std::function<at::Tensor(int64_t i, nn::BlockImpl& block, const at::Tensor& x)>;
+  void set_block_runner(BlockRunner runner) { block_runner_ = std::move(runner); }
+
+  const ModelOptions& options() const { return options_; }
+
+  // Public like LibTorch's own modules: the names are the registered parameter prefixes.
+  nn::Embedding wte{nullptr};
+  nn::Embedding wpe{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  nn::LayerNorm ln_f{nullptr};
+  nn::Linear lm_head{nullptr};  // empty when tie_embeddings
+
+ private:
+  void init_weights();
+
+  ModelOptions options_;
+  BlockRunner block_runner_;
+};
+TORCH_MODULE(GPT);
+
+}  // namespace xtrain::models

@@ -1,0 +1,101 @@
+// Adam/AdamW step: per-group coefficients in double (as torch.optim computes them in Python), then
+// the fused kernel over every segment: the CPU kernels in parallel (cpu/kernels.h), or, with a CUDA
+// LibTorch and params on a GPU, one CUDA launch per run of adjacent same-group segments.
+#include "xtrain/optim/adam.h"
+
+#include <ATen/ops/zeros.h>
+
+#include <cmath>
+
+#include "xtrain/optim/flat_step.h"
+#ifdef XTRAIN_WITH_CUDA
+#include "xtrain/optim/cuda/adamw_cuda.h"
+#endif
+
+namespace xtrain::optim {
+
+namespace {
+
+#ifdef XTRAIN_WITH_CUDA
+constexpr bool kCuda = true;
+
+void step_cuda(const std::vector<Segment>& segments, const std::vector<cpu::AdamCoeffs>& coeffs, const StepInputs& in,
+               const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq) {
+  size_t s = 0;
+  while (s < segments.size()) {
+    const int64_t begin = segments[s].offset;
+    int64_t end = begin + segments[s].numel;
+    size_t t = s + 1;
+    for (; t < segments.size() && segments[t].group == segments[s].group && segments[t].offset == end; ++t) {
+      end += segments[t].numel;
+    }
+    cuda::adam_update(coeffs[segments[s].group], in.params, in.grads, exp_avg, exp_avg_sq, in.params_lowp, begin, end);
+    s = t;
+  }
+}
+#else
+constexpr bool kCuda = false;
+#endif
+
+}  // namespace
+
+Adam::Adam(const AdamParams& params, bool decoupled, std::string name)
+    : params_(params), decoupled_(decoupled), name_(std::move(name)) {}
+
+void Adam::init_state(int64_t numel) {
+  exp_avg_ = at::zeros({numel}, at::kFloat);
+  exp_avg_sq_ = at::zeros({numel}, at::kFloat);
+}
+
+std::vector<cpu::AdamCoeffs> Adam::coefficients(const StepInputs& in) const {
+  const auto groups = detail::groups_or(in, params_.lr, params_.weight_decay);
+  const auto [beta1, beta2] = detail::step_betas(in, params_.betas);
+  const double t = static_cast<double>(step_count_ + 1);
+  const double bc1 = params_.bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
+  const double bc2 = params_.bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
+  std::vector<cpu::AdamCoeffs> coeffs;
+  for (const auto& g : groups) {
+    cpu::AdamCoeffs c;
+    c.grad_scale = static_cast<float>(in.grad_scale);
+    c.l2 = decoupled_ ? 0.f : static_cast<float>(g.weight_decay);
+    c.decay_mul = decoupled_ ? static_cast<float>(1.0 - g.lr * g.weight_decay) : 1.f;
+    c.beta1 = static_cast<float>(beta1);
+    c.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+    c.beta2 = static_cast<float>(beta2);
+    c.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+    c.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+    c.eps = static_cast<float>(params_.eps);
+    c.neg_step_size = static_cast<float>(-(g.lr / bc1));
+    coeffs.push_back(c);
+  }
+  return coeffs;
+}
+
+void Adam::step(const StepInputs& in) {
+  std::vector<Segment> whole;
+  const auto& segments =
+      detail::checked_segments(in, exp_avg_.defined() ? exp_avg_.numel() : -1, name_, whole, kCuda);
+  const auto coeffs = coefficients(in);
+  if (exp_avg_.device() != in.params.device()) {  // the state follows the params (GPU runs)
+    exp_avg_ = exp_avg_.to(in.params.device());
+    exp_avg_sq_ = exp_avg_sq_.to(in.params.device());
+  }
+#ifdef XTRAIN_WITH_CUDA
+  if (in.params.is_cuda()) {
+    step_cuda(segments, coeffs, in, exp_avg_, exp_avg_sq_);
+    ++step_count_;
+    return;
+  }
+#endif
+  const auto buffers = detail::flat_buffers(in, exp_avg_, exp_avg_sq_);
+  detail::parallel_over_segments(segments, [&](size_t s, int64_t begin, int64_t end) {
+    cpu::adam_update(coeffs[segments[s].group], buffers, begin, end);
+  });
+  ++step_count_;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Adam::state() {
+  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
+}
+
+}  // namespace xtrain::optim

@@ -1,0 +1,106 @@
+// Compiles kernel_bodies.h three times (scalar, AVX2, AVX-512) and dispatches at run time on
+// __builtin_cpu_supports. Contraction of a*b+c into FMA is off in this file, so the only FMAs are
+// the explicit ones and every ISA rounds identically. Checked with objdump -d: the AVX-512 loops
+// of adam/sgd/lamb run on zmm registers (vfmadd231ps/vdivps/vsqrtps zmm), the AVX2 ones on ymm.
+#include "xtrain/optim/cpu/kernels.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+
+#include "xtrain/optim/cpu/simd.h"
+
+#pragma GCC optimize("fp-contract=off")
+// GCC 12 false positive inside its own _mm512_undefined_ps (avx512fintrin.h: `__m512 __Y = __Y;`).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace xtrain::optim::cpu {
+
+namespace scalar_impl {
+using V = VecScalar;
+#include "xtrain/optim/cpu/kernel_bodies.h"
+}  // namespace scalar_impl
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2_impl {
+using V = VecAvx2;
+#include "xtrain/optim/cpu/kernel_bodies.h"
+}  // namespace avx2_impl
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+namespace avx512_impl {
+using V = VecAvx512;
+#include "xtrain/optim/cpu/kernel_bodies.h"
+}  // namespace avx512_impl
+#pragma GCC pop_options
+
+namespace {
+
+Isa detect_isa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
+    return Isa::kAvx512;
+  }
+  // Every AVX2 CPU also has F16C (Haswell, Zen).
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+
+std::atomic<int>& active_slot() {
+  static std::atomic<int> slot{static_cast<int>(best_isa())};
+  return slot;
+}
+
+}  // namespace
+
+Isa best_isa() {
+  static const Isa best = detect_isa();
+  return best;
+}
+
+Isa active_isa() { return static_cast<Isa>(active_slot().load(std::memory_order_relaxed)); }
+
+Isa force_isa(Isa isa) {
+  TORCH_CHECK(static_cast<int>(isa) <= static_cast<int>(best_isa()), "optim: this CPU cannot run the ",
+              isa_name(isa), " kernels (best: ", isa_name(best_isa()), ")");
+  return static_cast<Isa>(active_slot().exchange(static_cast<int>(isa)));
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+#define XTRAIN_OPTIM_DISPATCH(fn, ...)                                   \
+  switch (active_isa()) {                                                \
+    case Isa::kAvx512: return avx512_impl::fn(__VA_ARGS__);              \
+    case Isa::kAvx2: return avx2_impl::fn(__VA_ARGS__);                  \
+    default: return scalar_impl::fn(__VA_ARGS__);                        \
+  }
+
+void adam_update(const AdamCoeffs& c, const FlatBuffers& b, int64_t begin, int64_t end) {
+  XTRAIN_OPTIM_DISPATCH(adam, c, b, begin, end)
+}
+
+void sgd_update(const SgdCoeffs& c, const FlatBuffers& b, int64_t begin, int64_t end) {
+  XTRAIN_OPTIM_DISPATCH(sgd, c, b, begin, end)
+}
+
+std::pair<double, double> lamb_moments(const LambCoeffs& c, const FlatBuffers& b, int64_t begin, int64_t end) {
+  XTRAIN_OPTIM_DISPATCH(lamb_norms, c, b, begin, end)
+}
+
+void lamb_apply(const LambCoeffs& c, float neg_scaled_lr, const FlatBuffers& b, int64_t begin, int64_t end) {
+  XTRAIN_OPTIM_DISPATCH(lamb_step, c, neg_scaled_lr, b, begin, end)
+}
+
+#undef XTRAIN_OPTIM_DISPATCH
+
+}  // namespace xtrain::optim::cpu

@@ -1,0 +1,27 @@
+// Standard optimisation test functions with known minima (Surjanovic & Bingham, "Virtual Library
+// of Simulation Experiments"), and an ask/tell loop that runs a sampler on one, for the tests and
+// bench/tune_bench.cpp: Branin on [-5,10]×[0,15], Hartmann6 on [0,1]⁶, Rosenbrock on [-5,10]^d.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace xtrain::tune {
+
+struct TestFunction {
+  std::string name;
+  std::vector<double> low, high;
+  double minimum = 0.0;
+  std::function<double(const std::vector<double>&)> f;
+};
+
+TestFunction branin();
+TestFunction hartmann6();
+TestFunction rosenbrock(int64_t dims);
+
+// `evaluations` proposals of sampler "gp" or "random" (seeded), one at a time; returns the regret
+// (best value so far - minimum) after each evaluation.
+std::vector<double> regret_curve(const TestFunction& fn, const std::string& sampler, int64_t evaluations, uint64_t seed);
+
+}  // namespace xtrain::tune
