@@ -240,9 +240,6 @@ std::vector<std::string> unsupported_features(const Config& c) {
   auto add = [&](bool on, const char* key) {
     if (on) out.emplace_back(key);
   };
-  add(c.fp16.enabled, "fp16.enabled");
-  add(c.bf16.enabled, "bf16.enabled");
-  add(c.amp.enabled, "amp.enabled");
   add(c.fp16.fp16_master_weights_and_grads, "fp16.fp16_master_weights_and_grads");
   add(c.zero_optimization.stage > 0, "zero_optimization.stage");
   add(c.zero_optimization.offload_optimizer.device != "none", "zero_optimization.offload_optimizer.device");

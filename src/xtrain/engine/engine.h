@@ -13,6 +13,8 @@
 
 #include "xtrain/config/config.h"
 #include "xtrain/data/batch.h"
+#include "xtrain/precision/loss_scaler.h"
+#include "xtrain/precision/policy.h"
 #include "xtrain/zero/flat_layout.h"
 
 namespace torch::nn {
@@ -38,6 +40,7 @@ struct StepStats {
   double grad_norm = 0.0;  // global L2 norm before clipping
   double lr = 0.0;         // lr used by this step
   bool skipped = false;    // overflow: no update
+  double loss_scale = 1.0; // fp16: the scale this step's gradients carried
 };
 
 class Engine {
@@ -45,6 +48,8 @@ class Engine {
   using LossFn = std::function<at::Tensor(const data::Batch&)>;
 
   Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& config);
+  // A Module's parameters (and, in mixed precision, its floating buffers) are cast to the policy's
+  // parameter dtype.
   Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -72,6 +77,10 @@ class Engine {
   const zero::FlatLayout& layout() const { return layout_; }
   int64_t num_parameters() const { return layout_.used; }
   int64_t gradient_accumulation_steps() const { return gas_; }
+  const precision::PrecisionPolicy& precision() const { return policy_; }
+  const precision::LossScaler& loss_scaler() const { return scaler_; }
+  // Messages from the loss scaler since the last call (overflows, scale changes), for the log.
+  std::vector<std::string> take_scaler_messages();
   std::shared_ptr<torch::nn::Module> module() const { return module_; }
   void train(bool on = true);
 
@@ -83,9 +92,13 @@ class Engine {
 
  private:
   void setup(zero::NamedParams params);
+  void allocate_buffers();
   void optimizer_step();
+  void accumulate_micro_batch_grads();
+  const at::Tensor& reduced_grads() const;  // the buffer the optimizer reads
   double global_grad_norm() const;
-  double clip_coefficient(double norm) const;
+  double combined_grad_scale(double scaled_norm) const;
+  void zero_grads();
   double lr_for_step(int64_t k) const;  // the lr of successful step k (1-based)
 
   config::Config config_;
@@ -93,8 +106,13 @@ class Engine {
   LossFn loss_fn_;
   zero::NamedParams params_;
   zero::FlatLayout layout_;
-  at::Tensor flat_params_;  // fp32 master == model parameters (fp32 training)
-  at::Tensor flat_grads_;
+  precision::PrecisionPolicy policy_;
+  precision::LossScaler scaler_;
+  std::vector<std::string> scaler_messages_;
+  at::Tensor flat_master_;    // fp32 master weights the optimizer updates
+  at::Tensor flat_params_;    // the model's parameters (views); == flat_master_ in fp32 training
+  at::Tensor flat_grads_;     // the model's .grad views (param dtype)
+  at::Tensor flat_grad_acc_;  // fp32 accumulation across micro-batches (mixed precision, GAS > 1)
   std::vector<optim::Segment> segments_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<sched::Schedule> schedule_;

@@ -34,7 +34,8 @@ void copy_checked(const std::map<std::string, at::Tensor>& from, const std::stri
 void Engine::save_checkpoint(checkpoint::CheckpointWriter& writer) const {
   checkpoint::NamedTensors model, optim_state;
   for (const auto& slot : layout_.slots) {
-    model.emplace_back(slot.name, flat_params_.narrow(0, slot.offset, slot.numel).view(slot.shape).clone());
+    // The fp32 master: the exact state; low-precision parameters are its rounding.
+    model.emplace_back(slot.name, flat_master_.narrow(0, slot.offset, slot.numel).view(slot.shape).clone());
   }
   if (module_) {  // buffers (BatchNorm running statistics) travel with the weights
     for (const auto& b : module_->named_buffers(true)) model.emplace_back(b.key(), b.value().clone());
@@ -54,6 +55,8 @@ void Engine::save_checkpoint(checkpoint::CheckpointWriter& writer) const {
       {"optimizer_step_count", optimizer_->step_count()},
       {"scheduler_state", schedule_->state_json()},
       {"dp_world_size", config_.dp_world_size},
+      {"loss_scaler", scaler_.state_json()},
+      {"precision", policy_.describe()},
   };
   writer.write_text("engine.json", j.dump(2));
 }
@@ -62,8 +65,9 @@ void Engine::load_checkpoint(const checkpoint::CheckpointReader& reader, bool lo
   at::NoGradGuard no_grad;
   const auto model = by_name(reader.read_tensors("model.pt"));
   for (const auto& slot : layout_.slots) {
-    copy_checked(model, slot.name, flat_params_.narrow(0, slot.offset, slot.numel), "model.pt");
+    copy_checked(model, slot.name, flat_master_.narrow(0, slot.offset, slot.numel), "model.pt");
   }
+  if (policy_.mixed()) flat_params_.copy_(flat_master_);
   if (module_) {
     for (const auto& b : module_->named_buffers(true)) copy_checked(model, b.key(), b.value(), "model.pt");
   }
@@ -84,7 +88,8 @@ void Engine::load_checkpoint(const checkpoint::CheckpointReader& reader, bool lo
   micro_steps_ = j.at("micro_steps").get<int64_t>();
   optimizer_->set_step_count(j.at("optimizer_step_count").get<int64_t>());
   schedule_->load_state_json(j.at("scheduler_state").get<std::string>());
-  flat_grads_.zero_();
+  if (j.contains("loss_scaler")) scaler_.load_state_json(j.at("loss_scaler").get<std::string>());
+  zero_grads();
   loss_sum_ = 0.0;
   loss_count_ = 0;
 }

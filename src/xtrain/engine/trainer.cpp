@@ -18,6 +18,7 @@
 #include "xtrain/monitor/jsonl_sink.h"
 #include "xtrain/monitor/progress.h"
 #include "xtrain/nn/losses.h"
+#include "xtrain/precision/policy.h"
 #include "xtrain/sched/lr_finder.h"
 #include "xtrain/sched/schedule.h"
 
@@ -57,6 +58,9 @@ Setup build(const config::Config& cfg) {
     }
   }
   s.config.model = mo;
+  precision::check_cpu_supported(precision::make_policy(cfg.fp16, cfg.bf16, cfg.amp, /*cuda=*/false,
+                                                        cfg.engine.grad_accum_dtype));
+  if (cfg.tf32.enabled) log::info("tf32: enabled in the config; it only affects CUDA matmuls (this run is on CPU)");
   torch::manual_seed(cfg.trainer.seed);
   s.model = models::build_model(mo);
   s.loss = nn::make_loss(cfg.loss);
@@ -83,6 +87,7 @@ void log_start(const Setup& s, const std::string& run_dir) {
             *c.engine.gradient_accumulation_steps, " x dp ", c.dp_world_size, " | optimizer ", c.optimizer.type,
             " lr ", c.optimizer.lr(), c.scheduler.type.empty() ? "" : " | schedule " + c.scheduler.type,
             " | threads ", at::get_num_threads());
+  log::info("precision: ", s.engine->precision().describe());
 }
 
 }  // namespace
@@ -98,11 +103,17 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
   const int64_t available = dataset.size() / micro;
   const int64_t n = batches <= 0 ? available : std::min(batches, available);
   auto loss_fn = nn::make_loss(nn::LossOptions{});  // plain cross-entropy: comparable across runs
+  // Image inputs follow the parameters' dtype (a bf16-trained model evaluates in bf16).
+  const auto params = model.module->parameters();
+  const auto dtype = params.empty() ? at::kFloat : params.front().scalar_type();
   EvalResult r;
   double loss_sum = 0.0;
   int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const auto batch = dataset.collate(sampler.next(micro));
+    auto batch = dataset.collate(sampler.next(micro));
+    if (at::isFloatingType(batch.input.scalar_type()) && batch.input.scalar_type() != dtype) {
+      batch.input = batch.input.to(dtype);
+    }
     const auto logits = model.forward(batch.input);
     loss_sum += loss_fn(logits, batch.target).item<double>();
     if (model.task == "classify") correct += logits.argmax(-1).eq(batch.target).sum().item<int64_t>();
@@ -225,14 +236,29 @@ TrainResult train(const TrainRequest& request) {
       s.engine->backward(s.engine->forward(batch));
     } while (!s.engine->step());
     const StepStats& st = s.engine->last_step();
-    XTRAIN_USAGE_CHECK(std::isfinite(st.loss), "training diverged: the loss is ", st.loss, " at step ", st.step,
+    XTRAIN_USAGE_CHECK(std::isfinite(st.loss) || st.skipped, "training diverged: the loss is ", st.loss, " at step ", st.step,
                        "; try a lower optimizer.params.lr, gradient_clipping (e.g. 1.0), or a longer warm-up");
     losses.push_back(st.loss);
-    progress.update(st.step, work_per_step, {{"loss", fmt(st.loss)}, {"lr", fmt(st.lr, 3)}, {"gnorm", fmt(st.grad_norm, 3)}});
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {"loss", fmt(st.loss)}, {"lr", fmt(st.lr, 3)}, {"gnorm", fmt(st.grad_norm, 3)}};
+    if (s.engine->loss_scaler().enabled()) {
+      fields.emplace_back("scale", fmt(st.loss_scale, 3));
+      fields.emplace_back("skipped", std::to_string(s.engine->skipped_steps()));
+    }
+    progress.update(st.step, work_per_step, fields);
+    for (const auto& m : s.engine->take_scaler_messages()) {
+      progress.message("fp16: " + m);
+      metrics.write_text(st.step, "precision/loss_scaler", m);
+    }
     if (st.step % log_every == 0 || st.step == steps) {
-      metrics.write(st.step, {{"train/loss", st.loss}, {"train/lr", st.lr}, {"train/grad_norm", st.grad_norm},
-                              {s.text ? "train/tokens_per_s" : "train/samples_per_s", progress.rate()},
-                              {"train/samples", static_cast<double>(s.engine->global_samples())}});
+      std::map<std::string, double> m = {{"train/loss", st.loss}, {"train/lr", st.lr}, {"train/grad_norm", st.grad_norm},
+                                         {s.text ? "train/tokens_per_s" : "train/samples_per_s", progress.rate()},
+                                         {"train/samples", static_cast<double>(s.engine->global_samples())}};
+      if (s.engine->loss_scaler().enabled()) {
+        m["train/loss_scale"] = st.loss_scale;
+        m["train/skipped_steps"] = static_cast<double>(s.engine->skipped_steps());
+      }
+      metrics.write(st.step, m);
     }
     for (const auto& d : s.engine->take_schedule_decisions()) {
       progress.message(c10::str("schedule: step ", d.step, ": ", d.what, " -> lr ", fmt(d.lr, 3)));

@@ -65,8 +65,11 @@ LossFn make_loss(const LossOptions& options) {
   const auto flat = [](const at::Tensor& logits, const at::Tensor& target) {
     TORCH_CHECK(logits.dim() == target.dim() + 1, "nn: loss wants logits [..., V] and target [...], got ",
                 logits.sizes(), " and ", target.sizes());
-    if (logits.dim() == 2) return std::make_pair(logits, target);
-    return std::make_pair(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}));
+    // Low-precision logits (bf16 training, autocast) are upcast: the loss is computed in fp32.
+    const bool low = logits.scalar_type() == at::kBFloat16 || logits.scalar_type() == at::kHalf;
+    const at::Tensor full = low ? logits.to(at::kFloat) : logits;
+    if (full.dim() == 2) return std::make_pair(full, target);
+    return std::make_pair(full.reshape({-1, full.size(-1)}), target.reshape({-1}));
   };
   if (options.type == "cross_entropy") {
     const double smoothing = options.label_smoothing;
