@@ -1,6 +1,8 @@
 // The Gaussian process against references it did not produce: a hand-derived two-point closed
 // form, a numpy implementation with torch-autograd gradients (tests/reference/gen_gp.py), and
 // finite differences for every analytic gradient (marginal likelihood, priors, posterior, log EI).
+#include "xtrain/tune/gp.h"
+
 #include <ATen/Functions.h>
 #include <gtest/gtest.h>
 
@@ -8,7 +10,6 @@
 
 #include "support/fixtures.h"
 #include "xtrain/tune/acquisition.h"
-#include "xtrain/tune/gp.h"
 #include "xtrain/tune/gp_fit.h"
 #include "xtrain/tune/rng.h"
 
@@ -140,14 +141,14 @@ TEST(Gp, MarginalLikelihoodGradientMatchesFiniteDifferences) {
   const Matrix x = random_points(n, dims, rng);
   std::vector<double> y;
   for (int64_t i = 0; i < n; ++i) y.push_back(std::sin(5 * x(i, 0)) + x(i, 1) * x(i, 2) + 0.1 * rng.normal());
-  std::vector<double> theta = {std::log(0.3), std::log(0.7), std::log(1.1), std::log(2.0), std::log(0.5),
-                               std::log(0.9), std::log(1.2), std::log(0.02)};
-  expect_gradient_matches_fd([&](const std::vector<double>& t, std::vector<double>* g) {
-    return log_marginal_likelihood(x, y, t, g);
-  }, theta, 1e-6, "d lml / d theta (finite differences)");
-  expect_gradient_matches_fd([&](const std::vector<double>& t, std::vector<double>* g) {
-    return log_prior(t, dims, g);
-  }, theta, 1e-6, "d log prior / d theta (finite differences)");
+  std::vector<double> theta = {std::log(0.3), std::log(0.7), std::log(1.1), std::log(2.0),
+                               std::log(0.5), std::log(0.9), std::log(1.2), std::log(0.02)};
+  expect_gradient_matches_fd(
+      [&](const std::vector<double>& t, std::vector<double>* g) { return log_marginal_likelihood(x, y, t, g); }, theta,
+      1e-6, "d lml / d theta (finite differences)");
+  expect_gradient_matches_fd(
+      [&](const std::vector<double>& t, std::vector<double>* g) { return log_prior(t, dims, g); }, theta, 1e-6,
+      "d log prior / d theta (finite differences)");
 }
 
 TEST(Gp, LogEiGradientMatchesFiniteDifferences) {
@@ -161,10 +162,12 @@ TEST(Gp, LogEiGradientMatchesFiniteDifferences) {
   const double best = *std::min_element(y.begin(), y.end());
   for (int k = 0; k < 4; ++k) {
     std::vector<double> at = {rng.uniform(), rng.uniform(), rng.uniform()};
-    expect_gradient_matches_fd([&](const std::vector<double>& p, std::vector<double>* g) {
-      if (g) g->resize(3);
-      return gp_log_ei(gp, p.data(), best, g ? g->data() : nullptr);
-    }, at, 1e-5, "d log EI / d x (finite differences)");
+    expect_gradient_matches_fd(
+        [&](const std::vector<double>& p, std::vector<double>* g) {
+          if (g) g->resize(3);
+          return gp_log_ei(gp, p.data(), best, g ? g->data() : nullptr);
+        },
+        at, 1e-5, "d log EI / d x (finite differences)");
   }
 }
 

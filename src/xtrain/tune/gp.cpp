@@ -100,7 +100,8 @@ double log_marginal_likelihood(const Matrix& x, const std::vector<double>& y, co
 }
 
 bool GaussianProcess::condition(Matrix x, std::vector<double> y, std::vector<double> theta) {
-  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(y.size()) == x.rows && static_cast<int64_t>(theta.size()) == theta_size(x.cols));
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(y.size()) == x.rows &&
+                        static_cast<int64_t>(theta.size()) == theta_size(x.cols));
   x_ = std::move(x);
   y_ = std::move(y);
   theta_ = std::move(theta);

@@ -33,7 +33,8 @@ struct Pair {
 };
 
 // d = -H g on the free variables (two-loop recursion), zero on the frozen ones.
-std::vector<double> direction(const std::vector<double>& g, const std::deque<Pair>& pairs, const std::vector<bool>& free) {
+std::vector<double> direction(const std::vector<double>& g, const std::deque<Pair>& pairs,
+                              const std::vector<bool>& free) {
   std::vector<double> q(g.size());
   for (size_t i = 0; i < g.size(); ++i) q[i] = free[i] ? g[i] : 0.0;
   std::vector<double> alpha(pairs.size());

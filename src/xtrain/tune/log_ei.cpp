@@ -10,8 +10,8 @@ namespace xtrain::tune {
 namespace {
 
 constexpr double kSqrt2 = 1.41421356237309504880;
-constexpr double kSqrtHalfPi = 1.25331413731550025121;   // √(π/2)
-constexpr double kLogSqrt2Pi = 0.91893853320467274178;   // log √(2π)
+constexpr double kSqrtHalfPi = 1.25331413731550025121;  // √(π/2)
+constexpr double kLogSqrt2Pi = 0.91893853320467274178;  // log √(2π)
 constexpr double kSeriesBelow = -20.0;
 
 double log_phi(double z) { return -0.5 * z * z - kLogSqrt2Pi; }
@@ -49,9 +49,14 @@ double erfcx(double x) {
     const double lo = std::fma(x, x, -hi);
     return std::exp(hi) * (1.0 + lo) * std::erfc(x);
   }
-  // Asymptotic: 1/(x√π) (1 - 1/(2x²) + 3/(4x⁴) - 15/(8x⁶) + 105/(16x⁸)); next term < 1e-13.
+  // Asymptotic: 1/(x√π) Σ_k (-1)^k (2k-1)!! (2x²)^-k; at x ≥ 25 the term after k = 8 is < 1e-20.
   const double u = 1.0 / (2.0 * x * x);
-  return (1.0 - u * (1.0 - 3.0 * u * (1.0 - 5.0 * u * (1.0 - 7.0 * u)))) / (x * std::sqrt(M_PI));
+  double term = 1.0, sum = 1.0;
+  for (int k = 1; k <= 8; ++k) {
+    term *= -(2.0 * k - 1.0) * u;
+    sum += term;
+  }
+  return sum / (x * std::sqrt(M_PI));
 }
 
 double log_h(double z) {

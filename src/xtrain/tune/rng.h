@@ -34,7 +34,7 @@ class Rng {
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  double normal() {  // Box–Muller; one value per call keeps the stream position simple
+  double normal() {                     // Box–Muller; one value per call keeps the stream position simple
     const double u1 = 1.0 - uniform();  // (0, 1]
     const double u2 = uniform();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);

@@ -2,6 +2,7 @@
 // then maximise log EI over valid points of the space (acquisition.cpp).
 #include "xtrain/tune/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -56,7 +57,8 @@ std::vector<double> GpSampler::propose(const std::vector<Observation>& done,
   std::vector<double> y = imputed_values(done);
   standardise(y);
   Matrix x(static_cast<int64_t>(done.size()), space_.dims());
-  for (size_t i = 0; i < done.size(); ++i) std::copy(done[i].x.begin(), done[i].x.end(), x.row(static_cast<int64_t>(i)));
+  for (size_t i = 0; i < done.size(); ++i)
+    std::copy(done[i].x.begin(), done[i].x.end(), x.row(static_cast<int64_t>(i)));
   auto theta = fit_theta(x, y, options_.fit, rng);
   GaussianProcess gp;
   bool ok = gp.condition(x, y, theta);

@@ -25,8 +25,8 @@ class Sampler {
  public:
   virtual ~Sampler() = default;
   virtual std::string name() const = 0;
-  virtual std::vector<double> propose(const std::vector<Observation>& done, const std::vector<std::vector<double>>& pending,
-                                      Rng& rng) = 0;
+  virtual std::vector<double> propose(const std::vector<Observation>& done,
+                                      const std::vector<std::vector<double>>& pending, Rng& rng) = 0;
 };
 
 class RandomSampler : public Sampler {
@@ -41,10 +41,10 @@ class RandomSampler : public Sampler {
 };
 
 struct GpSamplerOptions {
-  int64_t initial_random = 0;     // random proposals before the GP takes over (0: max(5, dims + 1))
-  int64_t candidates = 2000;      // uniform random candidates for the acquisition
-  int64_t local_candidates = 500; // perturbations of the best observed points
-  int64_t local_starts = 5;       // best candidates refined by L-BFGS
+  int64_t initial_random = 0;      // random proposals before the GP takes over (0: max(5, dims + 1))
+  int64_t candidates = 2000;       // uniform random candidates for the acquisition
+  int64_t local_candidates = 500;  // perturbations of the best observed points
+  int64_t local_starts = 5;        // best candidates refined by L-BFGS
   GpFitOptions fit;
 };
 

@@ -19,7 +19,8 @@ const std::vector<std::string> kTypes = {"uniform", "loguniform", "int", "choice
 
 double number_field(const nlohmann::ordered_json& spec, const char* field, const std::string& where) {
   XTRAIN_USAGE_CHECK(spec.contains(field), "tune: ", where, " needs \"", field, "\"");
-  XTRAIN_USAGE_CHECK(spec[field].is_number(), "tune: ", where, ".", field, " must be a number, got ", spec[field].dump());
+  XTRAIN_USAGE_CHECK(spec[field].is_number(), "tune: ", where, ".", field, " must be a number, got ",
+                     spec[field].dump());
   return spec[field].get<double>();
 }
 
@@ -38,8 +39,8 @@ Param parse_param(const std::string& key, const nlohmann::ordered_json& spec, co
   if (type == "choice") {
     p.type = ParamType::kChoice;
     allowed.push_back("values");
-    XTRAIN_USAGE_CHECK(spec.contains("values") && spec["values"].is_array() && !spec["values"].empty(), "tune: ",
-                       where, " (choice) needs a non-empty \"values\" array");
+    XTRAIN_USAGE_CHECK(spec.contains("values") && spec["values"].is_array() && !spec["values"].empty(), "tune: ", where,
+                       " (choice) needs a non-empty \"values\" array");
     for (const auto& v : spec["values"]) p.choices.push_back(nlohmann::json::parse(v.dump()));
   } else {
     XTRAIN_USAGE_CHECK(type == "uniform" || type == "loguniform" || type == "int", "tune: ", where, ": unknown type \"",
@@ -78,7 +79,8 @@ double to_unit(const Param& p, double v) {
 
 double from_unit(const Param& p, double u) {
   u = std::min(1.0, std::max(0.0, u));
-  double v = p.log ? std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low))) : p.low + u * (p.high - p.low);
+  double v =
+      p.log ? std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low))) : p.low + u * (p.high - p.low);
   if (p.type == ParamType::kInt) v = std::round(v);
   return std::min(p.high, std::max(p.low, v));
 }

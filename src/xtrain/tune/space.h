@@ -5,9 +5,8 @@
 // Samplers work in an encoded unit cube: one coordinate per numeric parameter (on a log scale
 // where declared) and a one-hot block per choice; `decode` snaps any point to valid values.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,10 +19,10 @@ enum class ParamType { kUniform, kLogUniform, kInt, kChoice };
 struct Param {
   std::string key;  // config key path, e.g. "optimizer.params.lr"
   ParamType type = ParamType::kUniform;
-  double low = 0.0, high = 1.0;          // uniform, loguniform, int (inclusive)
-  bool log = false;                      // loguniform, or int with "log": true
-  std::vector<nlohmann::json> choices;   // choice
-  int64_t offset = 0;                    // first encoded coordinate
+  double low = 0.0, high = 1.0;         // uniform, loguniform, int (inclusive)
+  bool log = false;                     // loguniform, or int with "log": true
+  std::vector<nlohmann::json> choices;  // choice
+  int64_t offset = 0;                   // first encoded coordinate
   int64_t width() const { return type == ParamType::kChoice ? static_cast<int64_t>(choices.size()) : 1; }
 };
 

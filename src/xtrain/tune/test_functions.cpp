@@ -30,10 +30,16 @@ TestFunction hartmann6() {
   t.minimum = -3.32236801141551;  // at (0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573)
   t.f = [](const std::vector<double>& x) {
     static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
-    static const double a[4][6] = {{10, 3, 17, 3.5, 1.7, 8}, {0.05, 10, 17, 0.1, 8, 14},
-                                   {3, 3.5, 1.7, 10, 17, 8}, {17, 8, 0.05, 10, 0.1, 14}};
-    static const double p[4][6] = {{1312, 1696, 5569, 124, 8283, 5886}, {2329, 4135, 8307, 3736, 1004, 9991},
-                                   {2348, 1451, 3522, 2883, 3047, 6650}, {4047, 8828, 8732, 5743, 1091, 381}};
+    static const double a[4][6] = {
+        {10, 3, 17, 3.5, 1.7, 8},
+        {0.05, 10, 17, 0.1, 8, 14},
+        {3, 3.5, 1.7, 10, 17, 8},
+        {17, 8, 0.05, 10, 0.1, 14},
+    };
+    static const double p[4][6] = {{1312, 1696, 5569, 124, 8283, 5886},
+                                   {2329, 4135, 8307, 3736, 1004, 9991},
+                                   {2348, 1451, 3522, 2883, 3047, 6650},
+                                   {4047, 8828, 8732, 5743, 1091, 381}};
     double sum = 0.0;
     for (int i = 0; i < 4; ++i) {
       double inner = 0.0;
@@ -48,18 +54,20 @@ TestFunction hartmann6() {
 TestFunction rosenbrock(int64_t dims) {
   TestFunction t;
   t.name = "rosenbrock" + std::to_string(dims) + "d";
-  t.low.assign(static_cast<size_t>(dims), -5.0);
-  t.high.assign(static_cast<size_t>(dims), 10.0);
+  t.low.assign(static_cast<size_t>(dims), -2.048);  // De Jong's classic domain (F2)
+  t.high.assign(static_cast<size_t>(dims), 2.048);
   t.minimum = 0.0;  // at (1, ..., 1)
   t.f = [](const std::vector<double>& x) {
     double s = 0.0;
-    for (size_t i = 0; i + 1 < x.size(); ++i) s += 100.0 * std::pow(x[i + 1] - x[i] * x[i], 2) + std::pow(1.0 - x[i], 2);
+    for (size_t i = 0; i + 1 < x.size(); ++i)
+      s += 100.0 * std::pow(x[i + 1] - x[i] * x[i], 2) + std::pow(1.0 - x[i], 2);
     return s;
   };
   return t;
 }
 
-std::vector<double> regret_curve(const TestFunction& fn, const std::string& sampler, int64_t evaluations, uint64_t seed) {
+std::vector<double> regret_curve(const TestFunction& fn, const std::string& sampler, int64_t evaluations,
+                                 uint64_t seed) {
   const auto space = SearchSpace::box(fn.low, fn.high);
   auto s = make_sampler(sampler, space);
   std::vector<Observation> done;

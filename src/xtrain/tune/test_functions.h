@@ -1,6 +1,7 @@
 // Standard optimisation test functions with known minima (Surjanovic & Bingham, "Virtual Library
 // of Simulation Experiments"), and an ask/tell loop that runs a sampler on one, for the tests and
-// bench/tune_bench.cpp: Branin on [-5,10]×[0,15], Hartmann6 on [0,1]⁶, Rosenbrock on [-5,10]^d.
+// bench/tune_bench.cpp: Branin on [-5,10]×[0,15], Hartmann6 on [0,1]⁶, Rosenbrock on
+// De Jong's [-2.048, 2.048]^d.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,7 @@ TestFunction rosenbrock(int64_t dims);
 
 // `evaluations` proposals of sampler "gp" or "random" (seeded), one at a time; returns the regret
 // (best value so far - minimum) after each evaluation.
-std::vector<double> regret_curve(const TestFunction& fn, const std::string& sampler, int64_t evaluations, uint64_t seed);
+std::vector<double> regret_curve(const TestFunction& fn, const std::string& sampler, int64_t evaluations,
+                                 uint64_t seed);
 
 }  // namespace xtrain::tune
