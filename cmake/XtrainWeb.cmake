@@ -45,3 +45,9 @@ file(WRITE ${_xtrain_web_cpp}.tmp
   "  return kAssets;\n}\n\n}  // namespace xtrain::monitor\n")
 configure_file(${_xtrain_web_cpp}.tmp ${_xtrain_web_cpp} COPYONLY)  # touches it only when changed
 target_sources(xtrain_monitor PRIVATE ${_xtrain_web_cpp})
+
+# flops_profiler.cpp reads RecordFunction inputs, whose accessor has a debug-only check that a
+# release LibTorch never satisfies: that file is compiled as LibTorch is, with NDEBUG (defined in
+# the file), hence without the shared precompiled header (made without NDEBUG).
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/xtrain/monitor/flops_profiler.cpp
+  DIRECTORY ${PROJECT_SOURCE_DIR}/src PROPERTIES SKIP_PRECOMPILE_HEADERS ON)

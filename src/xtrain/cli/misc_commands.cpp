@@ -45,7 +45,8 @@ Command add_config(CLI::App& app) {
 }
 
 std::vector<Command> all_commands(CLI::App& app) {
-  return {add_train(app), add_eval(app), add_generate(app), add_ckpt(app), add_config(app)};
+  return {add_train(app), add_eval(app), add_generate(app), add_ckpt(app), add_config(app),
+          add_launch(app), add_tune(app), add_dashboard(app)};
 }
 
 }  // namespace xtrain::cli

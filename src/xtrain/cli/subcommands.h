@@ -22,5 +22,8 @@ Command add_eval(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_ckpt(CLI::App& app);
 Command add_config(CLI::App& app);
+Command add_launch(CLI::App& app);
+Command add_dashboard(CLI::App& app);
+Command add_tune(CLI::App& app);  // cli/tune_command.cpp
 
 }  // namespace xtrain::cli

@@ -249,13 +249,9 @@ std::vector<std::string> unsupported_features(const Config& c) {
       "zero_optimization.zero_quantized_* (ZeRO++)");
   add(c.zero_optimization.mics_shard_size > 0, "zero_optimization.mics_shard_size");
   add(c.activation_checkpointing.enabled, "activation_checkpointing.enabled");
-  add(c.tensorboard.enabled, "tensorboard.enabled");
-  add(c.csv_monitor.enabled, "csv_monitor.enabled");
   add(c.wandb.enabled, "wandb.enabled");
   add(c.comet.enabled, "comet.enabled");
-  add(c.flops_profiler.enabled, "flops_profiler.enabled");
   add(c.comms_logger.enabled, "comms_logger.enabled");
-  add(c.engine.wall_clock_breakdown, "wall_clock_breakdown");
   add(c.engine.sparse_gradients, "sparse_gradients");
   add(c.curriculum_learning.enabled, "curriculum_learning.enabled");
   add(c.pipeline.stages > 1, "pipeline.stages");

@@ -49,6 +49,7 @@ struct Config {
   nn::LossOptions loss;
   engine::TrainerOptions trainer;
   comm::CommOptions comm;
+  monitor::MonitorOptions monitor;
 
   // Filled by `load`: the data-parallel size the batch triple was resolved for.
   int64_t dp_world_size = 1;

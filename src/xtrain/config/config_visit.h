@@ -87,6 +87,7 @@ void Config::visit(V& v) {
     x("loss", loss, "training loss");
     trainer.visit(x);
     x("comm", comm, "collectives");
+    x("monitor", monitor, "MFU peak, histograms, TensorBoard flushing");
   });
 }
 

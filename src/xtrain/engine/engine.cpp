@@ -7,7 +7,7 @@
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
-#include "xtrain/optim/optimizer.h"
+#include "xtrain/comm/communicator.h"
 #include "xtrain/sched/schedule.h"
 
 namespace xtrain {
@@ -18,17 +18,19 @@ zero::NamedParams named_parameters_of(const torch::nn::Module& module) {
   for (const auto& item : module.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
   return out;
 }
-
-bool is_low_precision(c10::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf; }
 }  // namespace
 
-Engine::Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& config)
-    : config_(config), loss_fn_(std::move(loss_fn)), scaler_(config.fp16) {
+Engine::Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& config,
+               std::shared_ptr<comm::Communicator> dp)
+    : config_(config), loss_fn_(std::move(loss_fn)), dp_(dp ? std::move(dp) : comm::Communicator::single()),
+      scaler_(config.fp16) {
   setup(std::move(params));
 }
 
-Engine::Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config)
-    : config_(config), module_(std::move(module)), loss_fn_(std::move(loss_fn)), scaler_(config.fp16) {
+Engine::Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config,
+               std::shared_ptr<comm::Communicator> dp)
+    : config_(config), module_(std::move(module)), loss_fn_(std::move(loss_fn)),
+      dp_(dp ? std::move(dp) : comm::Communicator::single()), scaler_(config.fp16) {
   setup(named_parameters_of(*module_));
 }
 
@@ -37,50 +39,38 @@ Engine::~Engine() = default;
 void Engine::setup(zero::NamedParams params) {
   policy_ = precision::make_policy(config_.fp16, config_.bf16, config_.amp, /*cuda=*/false,
                                    config_.engine.grad_accum_dtype);
-  params_ = zero::unique_trainable(params);
-  XTRAIN_USAGE_CHECK(!params_.empty(), "engine: the model has no trainable parameters");
-  for (const auto& [name, p] : params_) {
+  params = zero::unique_trainable(params);
+  XTRAIN_USAGE_CHECK(!params.empty(), "engine: the model has no trainable parameters");
+  for (const auto& [name, p] : params) {
     XTRAIN_USAGE_CHECK(at::isFloatingType(p.scalar_type()), "engine: parameter ", name, " is ", p.scalar_type(),
                        "; trainable parameters must be floating point");
   }
+  XTRAIN_USAGE_CHECK(dp_->size() == config_.dp_world_size, "engine: the config was resolved for ",
+                     config_.dp_world_size, " data-parallel ranks but the group has ", dp_->size());
   gas_ = *config_.engine.gradient_accumulation_steps;
   micro_batch_ = *config_.engine.train_micro_batch_size_per_gpu;
-  std::vector<bool> no_decay;
-  for (const auto& [name, p] : params_) no_decay.push_back(config_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
-  layout_ = zero::make_layout(params_, no_decay, /*world_size=*/1, /*alignment=*/16);
-  allocate_buffers();
-  segments_ = layout_.segments(0, layout_.numel);
-  optimizer_ = optim::make_optimizer(config_.optimizer);
-  optimizer_->init_state(layout_.numel);
+  zero::StrategyOptions so;
+  so.param_dtype = policy_.param_dtype;
+  so.grad_accum_dtype = policy_.grad_accum_dtype;
+  so.gradient_accumulation_steps = gas_;
+  so.zero = config_.zero_optimization;
+  so.aio = config_.aio;
+  so.optimizer = config_.optimizer;
+  so.prescale_gradients = config_.engine.prescale_gradients;
+  so.gradient_predivide_factor = config_.engine.gradient_predivide_factor;
+  so.allow_untested_optimizer = config_.engine.zero_allow_untested_optimizer;
+  strategy_ = zero::make_strategy(std::move(params), module_, so, dp_);
+  if (module_ && policy_.param_dtype != at::kFloat) {  // floating buffers (BatchNorm statistics) follow
+    at::NoGradGuard no_grad;
+    for (auto& b : module_->named_buffers(true)) {
+      if (at::isFloatingType(b.value().scalar_type())) b.value().set_data(b.value().to(policy_.param_dtype));
+    }
+  }
   schedule_ = sched::make_schedule(config_.scheduler, config_.optimizer.lr());
 }
 
-// The fp32 master copy comes from the parameters' values as given (a model that already holds
-// bf16/fp16 parameters gets an fp32 master rounded from them); the model's parameters are then
-// views of a buffer of the policy's dtype.
-void Engine::allocate_buffers() {
-  at::NoGradGuard no_grad;
-  const auto dtype = policy_.param_dtype;
-  flat_master_ = at::zeros({layout_.numel}, at::kFloat);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto& slot = layout_.slots[i];
-    flat_master_.narrow(0, slot.offset, slot.numel).copy_(params_[i].second.reshape({-1}));
-  }
-  flat_params_ = dtype == at::kFloat ? flat_master_ : at::zeros({layout_.numel}, dtype);
-  zero::bind_params(params_, layout_, flat_params_);  // copies (rounds) the values, then views
-  flat_grads_ = at::zeros({layout_.numel}, dtype);
-  zero::bind_grads(params_, layout_, flat_grads_);
-  if (policy_.mixed() && gas_ > 1 && policy_.grad_accum_dtype == at::kFloat) {
-    flat_grad_acc_ = at::zeros({layout_.numel}, at::kFloat);
-  }
-  if (module_ && dtype != at::kFloat) {  // floating buffers (BatchNorm statistics) follow the parameters
-    for (auto& b : module_->named_buffers(true)) {
-      if (at::isFloatingType(b.value().scalar_type())) b.value().set_data(b.value().to(dtype));
-    }
-  }
-}
-
 at::Tensor Engine::forward(const data::Batch& batch) {
+  auto timed = timer_->scope("forward");
   precision::AutocastGuard autocast(policy_.autocast_dtype, /*cuda=*/false);
   if (policy_.mixed() && batch.input.defined() && at::isFloatingType(batch.input.scalar_type()) &&
       batch.input.scalar_type() != policy_.param_dtype) {
@@ -90,25 +80,21 @@ at::Tensor Engine::forward(const data::Batch& batch) {
   return loss_fn_(batch);
 }
 
+// scale → backward: the loss is divided by the accumulation steps and multiplied by the loss scale.
 void Engine::backward(const at::Tensor& loss) {
+  auto timed = timer_->scope("backward");
   TORCH_CHECK(loss.numel() == 1, "engine: backward expects a scalar loss, got shape ", loss.sizes());
   loss_sum_ += loss.detach().item<double>();
   ++loss_count_;
+  const bool boundary = is_gradient_accumulation_boundary();
+  strategy_->before_backward(boundary);
   const double factor = scaler_.scale() / static_cast<double>(gas_);
   if (factor != 1.0) {
     (loss.to(at::kFloat) * factor).backward();
   } else {
     loss.backward();
   }
-  if (flat_grad_acc_.defined()) accumulate_micro_batch_grads();
-}
-
-// Mixed precision with accumulation: each micro-batch's low-precision gradients are added into the
-// fp32 accumulator and cleared, so accumulation error does not grow with the number of micro-batches.
-void Engine::accumulate_micro_batch_grads() {
-  at::NoGradGuard no_grad;
-  flat_grad_acc_.add_(flat_grads_);
-  flat_grads_.zero_();
+  strategy_->after_backward(boundary);
 }
 
 bool Engine::is_gradient_accumulation_boundary() const { return (micro_steps_ + 1) % gas_ == 0; }
@@ -122,18 +108,19 @@ bool Engine::step() {
   return true;
 }
 
-// The fixed sequence of an optimizer step. Each line is one stage; later features (data-parallel
-// reduction, ZeRO partitioning) supply their own object for a stage.
+// The fixed sequence of an optimizer step; the strategy supplies reduce, step and gather.
 void Engine::optimizer_step() {
+  auto timed = timer_->scope("optimizer");  // a data-parallel reduce will open "communication" inside
   last_ = StepStats{};
   last_.step = ++global_steps_;
-  last_.loss = loss_count_ ? loss_sum_ / static_cast<double>(loss_count_) : 0.0;
+  last_.loss = mean_over_ranks(loss_count_ ? loss_sum_ / static_cast<double>(loss_count_) : 0.0);
   last_.loss_scale = scaler_.scale();
   loss_sum_ = 0.0;
   loss_count_ = 0;
-  // reduce: single process, nothing to do.
+  // reduce: gradients averaged over data-parallel ranks.
+  strategy_->reduce();
   // unscale/check: the norm of the scaled gradients; inf/NaN anywhere makes it non-finite.
-  const double scaled_norm = global_grad_norm();
+  const double scaled_norm = std::sqrt(strategy_->grad_norm_squared());
   const bool overflow = policy_.loss_scaling && !std::isfinite(scaled_norm);
   last_.grad_norm = scaled_norm / scaler_.scale();
   const auto verdict = scaler_.update(overflow);
@@ -143,36 +130,20 @@ void Engine::optimizer_step() {
   if (verdict.skipped) {  // no parameter, optimizer-state or scheduler change
     last_.skipped = true;
     ++skipped_steps_;
-    zero_grads();
+    strategy_->zero_grads();
     return;
   }
-  // clip → step → gather: one fused pass unscales and clips the gradients (grad_scale), updates the
-  // fp32 master and writes the low-precision parameters.
-  optim::StepInputs in;
-  in.params = flat_master_;
-  in.grads = reduced_grads();
-  in.grad_scale = combined_grad_scale(scaled_norm);
-  if (policy_.mixed()) in.params_lowp = flat_params_;
-  in.segments = &segments_;
-  in.groups = {{last_.lr, config_.optimizer.weight_decay()}, {last_.lr, 0.0}};
-  const auto [beta1, beta2] = schedule_->betas_after(k - 1);
-  in.beta1_override = beta1;
-  in.beta2_override = beta2;
-  {
-    at::NoGradGuard no_grad;
-    optimizer_->step(in);
-  }
+  // clip → step → gather: one fused pass unscales and clips (grad_scale), updates the fp32 master
+  // and writes the model's parameters; partitioned strategies then gather them.
+  zero::StepHyper h;
+  h.groups = {{last_.lr, config_.optimizer.weight_decay()}, {last_.lr, 0.0}};
+  h.grad_scale = combined_grad_scale(scaled_norm);
+  std::tie(h.beta1_override, h.beta2_override) = schedule_->betas_after(k - 1);
+  strategy_->step(h);
   ++applied_steps_;
   // schedule: the adaptive schedule watches the loss.
   schedule_->observe(applied_steps_, last_.loss);
-  zero_grads();
-}
-
-const at::Tensor& Engine::reduced_grads() const { return flat_grad_acc_.defined() ? flat_grad_acc_ : flat_grads_; }
-
-double Engine::global_grad_norm() const {
-  const auto& g = reduced_grads();
-  return (g.scalar_type() == at::kFloat ? g.norm() : g.to(at::kFloat).norm()).item<double>();
+  strategy_->zero_grads();
 }
 
 // DeepSpeed's combined divisor (§a.4): C = S · max(1, (N/S + 1e-6) / clip); gradients × 1/C.
@@ -185,9 +156,12 @@ double Engine::combined_grad_scale(double scaled_norm) const {
   return 1.0 / c;
 }
 
-void Engine::zero_grads() {
-  flat_grads_.zero_();
-  if (flat_grad_acc_.defined()) flat_grad_acc_.zero_();
+// The logged loss is the mean over data-parallel ranks (one scalar all-reduce per step).
+double Engine::mean_over_ranks(double value) const {
+  if (!dp_->distributed()) return value;
+  auto t = at::full({1}, value, at::kDouble);
+  dp_->all_reduce(t, comm::ReduceOp::kSum);
+  return t.item<double>() / dp_->size();
 }
 
 double Engine::lr_for_step(int64_t k) const { return lr_override_ >= 0 ? lr_override_ : schedule_->lr_after(k - 1); }
@@ -204,6 +178,14 @@ std::vector<std::string> Engine::take_scaler_messages() {
 
 void Engine::train(bool on) {
   if (module_) module_->train(on);
+}
+
+std::map<std::string, int64_t> Engine::memory_bytes() {
+  const auto r = strategy_->memory();
+  std::map<std::string, int64_t> m = {{"params", r.param_bytes}, {"grads", r.grad_bytes}, {"optimizer", r.optimizer_bytes}};
+  if (r.master_bytes) m["master"] = r.master_bytes;
+  if (r.disk_bytes) m["nvme"] = r.disk_bytes;
+  return m;
 }
 
 }  // namespace xtrain

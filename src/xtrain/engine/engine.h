@@ -7,21 +7,24 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "xtrain/config/config.h"
 #include "xtrain/data/batch.h"
+#include "xtrain/monitor/stage_timer.h"
 #include "xtrain/precision/loss_scaler.h"
 #include "xtrain/precision/policy.h"
 #include "xtrain/zero/flat_layout.h"
+#include "xtrain/zero/strategy.h"
 
 namespace torch::nn {
 class Module;
 }
-namespace xtrain::optim {
-class Optimizer;
+namespace xtrain::comm {
+class Communicator;
 }
 namespace xtrain::sched {
 class Schedule;
@@ -47,10 +50,14 @@ class Engine {
  public:
   using LossFn = std::function<at::Tensor(const data::Batch&)>;
 
-  Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& config);
+  // `dp`: the data-parallel group (nullptr: a single process). Rank 0's initial parameters are
+  // broadcast to every rank.
+  Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& config,
+         std::shared_ptr<comm::Communicator> dp = nullptr);
   // A Module's parameters (and, in mixed precision, its floating buffers) are cast to the policy's
   // parameter dtype.
-  Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config);
+  Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config,
+         std::shared_ptr<comm::Communicator> dp = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -74,8 +81,11 @@ class Engine {
   void set_lr_override(double lr) { lr_override_ = lr; }
   std::vector<sched::Decision> take_schedule_decisions();
   const config::Config& config() const { return config_; }
-  const zero::FlatLayout& layout() const { return layout_; }
-  int64_t num_parameters() const { return layout_.used; }
+  const zero::FlatLayout& layout() const { return strategy_->layout(); }
+  int64_t num_parameters() const { return strategy_->layout().used; }
+  zero::MemoryReport memory() const { return strategy_->memory(); }
+  const zero::Strategy& strategy() const { return *strategy_; }
+  comm::Communicator& dp() const { return *dp_; }
   int64_t gradient_accumulation_steps() const { return gas_; }
   const precision::PrecisionPolicy& precision() const { return policy_; }
   const precision::LossScaler& loss_scaler() const { return scaler_; }
@@ -83,6 +93,11 @@ class Engine {
   std::vector<std::string> take_scaler_messages();
   std::shared_ptr<torch::nn::Module> module() const { return module_; }
   void train(bool on = true);
+  // wall_clock_breakdown: forward, backward and optimizer run inside scopes of this timer (the
+  // trainer's; it opens "data" and begins/ends steps). nullptr: no timing.
+  void set_stage_timer(monitor::StageTimer* timer) { timer_ = timer ? timer : &no_timer_; }
+  // Bytes held per area, for the memory metrics: "params", "master", "grads", "optimizer".
+  std::map<std::string, int64_t> memory_bytes();
 
   // Writes model.pt (parameters by name), optimizer.pt (state by "<state>/<param name>") and
   // engine.json (counters, scheduler and optimizer scalars) into the writer.
@@ -92,29 +107,19 @@ class Engine {
 
  private:
   void setup(zero::NamedParams params);
-  void allocate_buffers();
   void optimizer_step();
-  void accumulate_micro_batch_grads();
-  const at::Tensor& reduced_grads() const;  // the buffer the optimizer reads
-  double global_grad_norm() const;
   double combined_grad_scale(double scaled_norm) const;
-  void zero_grads();
+  double mean_over_ranks(double value) const;
   double lr_for_step(int64_t k) const;  // the lr of successful step k (1-based)
 
   config::Config config_;
   std::shared_ptr<torch::nn::Module> module_;
   LossFn loss_fn_;
-  zero::NamedParams params_;
-  zero::FlatLayout layout_;
+  std::shared_ptr<comm::Communicator> dp_;
   precision::PrecisionPolicy policy_;
   precision::LossScaler scaler_;
   std::vector<std::string> scaler_messages_;
-  at::Tensor flat_master_;    // fp32 master weights the optimizer updates
-  at::Tensor flat_params_;    // the model's parameters (views); == flat_master_ in fp32 training
-  at::Tensor flat_grads_;     // the model's .grad views (param dtype)
-  at::Tensor flat_grad_acc_;  // fp32 accumulation across micro-batches (mixed precision, GAS > 1)
-  std::vector<optim::Segment> segments_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<zero::Strategy> strategy_;  // parameters, gradients, optimizer state, reduction
   std::unique_ptr<sched::Schedule> schedule_;
   int64_t gas_ = 1;
   int64_t micro_batch_ = 1;
@@ -127,6 +132,8 @@ class Engine {
   double loss_sum_ = 0.0;       // over the current accumulation window
   int64_t loss_count_ = 0;
   StepStats last_;
+  monitor::StageTimer no_timer_{false};
+  monitor::StageTimer* timer_ = &no_timer_;
 };
 
 }  // namespace xtrain

@@ -62,6 +62,9 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) 
     XTRAIN_USAGE_CHECK(it != weights.end(), "checkpoint ", reader.dir(), " has no tensor for ", name);
     target.copy_(it->second.reshape(target.sizes()));
   };
+  if (reader.has_file("buffers.pt")) {
+    for (auto& [name, t] : reader.read_tensors("buffers.pt")) weights[name] = t;
+  }
   for (auto& item : run.model.module->named_parameters(true)) restore(item.key(), item.value());
   for (auto& item : run.model.module->named_buffers(true)) restore(item.key(), item.value());
   run.model.module->eval();

@@ -15,8 +15,9 @@
 #include "xtrain/data/loader.h"
 #include "xtrain/engine/engine.h"
 #include "xtrain/engine/run_dir.h"
-#include "xtrain/monitor/jsonl_sink.h"
+#include "xtrain/kernels/gemm.h"
 #include "xtrain/monitor/progress.h"
+#include "xtrain/monitor/run_monitor.h"
 #include "xtrain/nn/losses.h"
 #include "xtrain/precision/policy.h"
 #include "xtrain/sched/lr_finder.h"
@@ -197,6 +198,66 @@ double find_lr(const TrainRequest& request) {
   return suggestion;
 }
 
+namespace {
+
+monitor::RunMonitorOptions monitor_options(const Setup& s) {
+  const auto& c = s.config;
+  monitor::RunMonitorOptions o;
+  o.tensorboard = c.tensorboard;
+  o.csv_monitor = c.csv_monitor;
+  o.flops_profiler = c.flops_profiler;
+  o.monitor = c.monitor;
+  o.wall_clock_breakdown = c.engine.wall_clock_breakdown;
+  o.unit = s.text ? "tokens" : "samples";
+  // GPT: the closed form; other models: learnt from the flops profile, when enabled.
+  o.train_flops_per_unit = s.text ? models::gpt_flops_per_token(c.model) : 0.0;
+  o.bf16 = c.bf16.enabled;
+  o.devices = c.dp_world_size;
+  if (o.device.is_cpu()) {  // the ceiling of the GEMM the layers use, not of plain at::matmul
+    o.peak_gemm = [](const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) { kernels::gemm_out(out, a, b); };
+    o.peak_gemm_name = "xtrain gemm";
+  }
+  return o;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> named_tensors(const torch::nn::Module& m, bool grads, double scale) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : m.named_parameters()) {
+    const at::Tensor t = grads ? p.value().grad() : p.value();
+    if (t.defined()) out.emplace_back(p.key(), grads ? t.detach() / scale : t.detach());
+  }
+  return out;
+}
+
+// One optimizer step's micro-batches: data loading timed as "data" (the engine times forward,
+// backward and optimizer), the flops profile around the first forward of profile_step, gradient
+// histograms at the accumulation boundary.
+void run_step(Setup& s, monitor::RunMonitor& mon) {
+  const int64_t step = s.engine->global_steps() + 1;
+  bool profile = mon.profile_due(step);
+  mon.begin_step();
+  do {
+    data::Batch batch;
+    {
+      auto timed = mon.timer().scope("data");
+      batch = s.train_loader->next();
+    }
+    if (profile) mon.start_profile(*s.model.module);
+    const at::Tensor loss = s.engine->forward(batch);
+    if (profile) {
+      const double units = static_cast<double>(s.text ? batch.input.numel() : batch.size());
+      log::info(mon.finish_profile(step, units));
+      profile = false;
+    }
+    s.engine->backward(loss);
+    if (mon.histograms_due(step) && s.engine->is_gradient_accumulation_boundary()) {
+      mon.write_histograms(step, "grads/", named_tensors(*s.model.module, true, s.engine->loss_scaler().scale()));
+    }
+  } while (!s.engine->step());
+}
+
+}  // namespace
+
 TrainResult train(const TrainRequest& request) {
   std::string run_dir = request.output;
   if (request.resume && run_dir.empty()) {
@@ -222,7 +283,9 @@ TrainResult train(const TrainRequest& request) {
   log_start(s, run_dir);
 
   const auto& c = s.config;
-  monitor::JsonlSink metrics((fs::path(run_dir) / "metrics.jsonl").string());
+  monitor::RunMonitor mon(monitor_options(s), run_dir, config::to_json(s.config), s.engine->global_steps());
+  s.engine->set_stage_timer(&mon.timer());
+  monitor::MetricSink& metrics = mon.sinks();
   const int64_t steps = c.trainer.steps;
   const int64_t log_every = c.trainer.log_interval > 0 ? c.trainer.log_interval : c.engine.steps_per_print;
   const double work_per_step = static_cast<double>(*c.engine.train_batch_size) * (s.text ? c.model.seq_len : 1);
@@ -231,10 +294,7 @@ TrainResult train(const TrainRequest& request) {
   s.engine->train(true);
   int64_t last_saved = request.resume ? s.engine->global_steps() : -1;
   while (s.engine->global_steps() < steps) {
-    do {
-      const auto batch = s.train_loader->next();
-      s.engine->backward(s.engine->forward(batch));
-    } while (!s.engine->step());
+    run_step(s, mon);
     const StepStats& st = s.engine->last_step();
     XTRAIN_USAGE_CHECK(std::isfinite(st.loss) || st.skipped, "training diverged: the loss is ", st.loss, " at step ", st.step,
                        "; try a lower optimizer.params.lr, gradient_clipping (e.g. 1.0), or a longer warm-up");
@@ -245,21 +305,26 @@ TrainResult train(const TrainRequest& request) {
       fields.emplace_back("scale", fmt(st.loss_scale, 3));
       fields.emplace_back("skipped", std::to_string(s.engine->skipped_steps()));
     }
+    const double step_mfu = mon.mfu(progress.rate());
+    if (step_mfu > 0) fields.emplace_back("mfu", fmt(100 * step_mfu, 3) + "%");
     progress.update(st.step, work_per_step, fields);
     for (const auto& m : s.engine->take_scaler_messages()) {
       progress.message("fp16: " + m);
       metrics.write_text(st.step, "precision/loss_scaler", m);
     }
-    if (st.step % log_every == 0 || st.step == steps) {
-      std::map<std::string, double> m = {{"train/loss", st.loss}, {"train/lr", st.lr}, {"train/grad_norm", st.grad_norm},
-                                         {s.text ? "train/tokens_per_s" : "train/samples_per_s", progress.rate()},
-                                         {"train/samples", static_cast<double>(s.engine->global_samples())}};
-      if (s.engine->loss_scaler().enabled()) {
-        m["train/loss_scale"] = st.loss_scale;
-        m["train/skipped_steps"] = static_cast<double>(s.engine->skipped_steps());
-      }
-      metrics.write(st.step, m);
-    }
+    monitor::StepReport report;
+    report.step = st.step;
+    report.loss = st.loss;
+    report.lr = st.lr;
+    report.grad_norm = st.grad_norm;
+    report.loss_scale = s.engine->loss_scaler().enabled() ? st.loss_scale : 0.0;
+    report.skipped_steps = s.engine->skipped_steps();
+    report.samples = s.engine->global_samples();
+    report.units = work_per_step;
+    const bool log_now = st.step % log_every == 0 || st.step == steps;
+    if (log_now) report.memory_bytes = s.engine->memory_bytes();
+    mon.end_step(report, log_now);
+    if (mon.histograms_due(st.step)) mon.write_histograms(st.step, "params/", named_tensors(*s.model.module, false, 1));
     for (const auto& d : s.engine->take_schedule_decisions()) {
       progress.message(c10::str("schedule: step ", d.step, ": ", d.what, " -> lr ", fmt(d.lr, 3)));
       metrics.write_text(d.step, "sched/decision", c10::str(d.what, " lr=", d.lr, " smoothed_loss=", d.smoothed_loss));
@@ -267,9 +332,7 @@ TrainResult train(const TrainRequest& request) {
     if (c.trainer.eval_interval > 0 && st.step % c.trainer.eval_interval == 0 && st.step != steps) {
       const auto ev = evaluate(s.model, *s.data.val, c, c.trainer.eval_batches);
       progress.message(c10::str("step ", st.step, ": ", describe_eval(ev, s.text)));
-      std::map<std::string, double> m = {{"val/loss", ev.loss}};
-      if (ev.accuracy >= 0) m["val/accuracy"] = ev.accuracy;
-      metrics.write(st.step, m);
+      mon.write_eval(st.step, ev.loss, ev.accuracy);
     }
     if (c.trainer.save_interval > 0 && st.step % c.trainer.save_interval == 0) {
       save(s, run_dir);
@@ -283,15 +346,15 @@ TrainResult train(const TrainRequest& request) {
   result.final_train_loss = losses.empty() ? NAN : losses.back();
   result.tokens_per_second = progress.rate();
   result.final_eval = evaluate(s.model, *s.data.val, c, c.trainer.eval_batches);
-  std::map<std::string, double> m = {{"val/loss", result.final_eval.loss}};
-  if (result.final_eval.accuracy >= 0) m["val/accuracy"] = result.final_eval.accuracy;
-  metrics.write(result.steps, m);
+  mon.write_eval(result.steps, result.final_eval.loss, result.final_eval.accuracy);
   if (last_saved != result.steps) save(s, run_dir);
   if (s.text && c.trainer.generate.tokens > 0) result.sample = sample_text(s.model, c);
   log::info("done: ", result.steps, " steps in ", monitor::format_duration(progress.elapsed()), " | train loss ",
             fmt(result.final_train_loss), " | ", describe_eval(result.final_eval, s.text), " | ",
             monitor::format_rate(result.tokens_per_second), s.text ? " tok/s" : " samples/s");
   if (!losses.empty()) log::info("loss: ", monitor::sparkline(losses, 60));
+  const std::string breakdown = mon.summary();
+  if (!breakdown.empty()) log::info(breakdown);
   if (!result.sample.empty()) log::info("sample:\n", c.trainer.generate.prompt, result.sample);
   log::info("run directory: ", run_dir);
   return result;

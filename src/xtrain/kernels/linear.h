@@ -1,7 +1,8 @@
 // The one GEMM entry point for every Linear in nn/: y = x · weightᵀ + bias, x [..., in], weight
-// [out, in], bias [out] or undefined. Today it is at::linear (addmm for 2-D input, one flattened
-// GEMM for contiguous 3-D input); a later issue routes the GEMM here (oneDNN vs OpenBLAS, see
-// reference/platform.md) without touching the layers.
+// [out, in], bias [out] or undefined. On CPU fp32/bf16 it is a custom autograd function whose
+// forward and backward (dX = dY·W, dW = dYᵀ·X, db = ΣdY) all run the routed GEMM of gemm.h, the
+// bias fused into the forward GEMM; anything else (CUDA, double) is at::linear. Under CPU autocast
+// it computes in the autocast dtype, as at::linear would.
 #pragma once
 #include <ATen/core/Tensor.h>
 

@@ -1,5 +1,6 @@
 // Monitors: `tensorboard`, `csv_monitor`, `wandb`, `comet` (reference/deepspeed.md §a.11),
-// `flops_profiler` and `comms_logger` (§a.12). metrics.jsonl and the console line are always on.
+// `flops_profiler` and `comms_logger` (§a.12), and ours under `xtrain.monitor`. metrics.jsonl and
+// the console line are always on.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -66,6 +67,19 @@ struct FlopsProfilerOptions {
     v("detailed", detailed, "print every module");
     v("output_file", output_file, "write the table here (default: console)");
     v("recompute_fwd_factor", recompute_fwd_factor, "extra forward FLOPs from recomputation");
+  }
+};
+
+// `xtrain.monitor` (ours: DeepSpeed has no keys for these).
+struct MonitorOptions {
+  double peak_tflops = 0.0;        // the MFU denominator; 0: measured at start (at::matmul)
+  int64_t histogram_interval = 0;  // TensorBoard histograms of weights and gradients every N steps
+  double flush_secs = 10.0;        // TensorBoard event files are flushed at least this often
+  template <class V>
+  void visit(V& v) {
+    v("peak_tflops", peak_tflops, "peak TFLOP/s for MFU (0: measure a large GEMM at start)");
+    v("histogram_interval", histogram_interval, "weight and gradient histograms every N steps (0: off)");
+    v("flush_secs", flush_secs, "flush TensorBoard event files at least every N seconds");
   }
 };
 

@@ -18,12 +18,15 @@ std::string csv_dir(const SinkOptions& o, const std::string& run_dir) {
 }
 
 std::unique_ptr<MultiSink> make_sinks(const SinkOptions& tensorboard, const SinkOptions& csv_monitor,
-                                      const std::string& run_dir, double flush_secs) {
+                                      const std::string& run_dir, double flush_secs, const std::string& config_text,
+                                      int64_t step) {
   auto sinks = std::make_unique<MultiSink>();
   fs::create_directories(run_dir);
   sinks->add(std::make_unique<JsonlSink>((fs::path(run_dir) / "metrics.jsonl").string()));
   if (tensorboard.enabled) {
-    sinks->add(std::make_unique<TensorBoardSink>(tensorboard_dir(tensorboard, run_dir), flush_secs));
+    auto tb = std::make_unique<TensorBoardSink>(tensorboard_dir(tensorboard, run_dir), flush_secs);
+    if (!config_text.empty()) tb->write_text(step, "config", config_text);
+    sinks->add(std::move(tb));
   }
   if (csv_monitor.enabled) sinks->add(std::make_unique<CsvSink>(csv_dir(csv_monitor, run_dir)));
   return sinks;

@@ -1,10 +1,10 @@
 #include "xtrain/monitor/stage_timer.h"
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-
-#include <c10/util/Exception.h>
 
 #include "xtrain/base/error.h"
 

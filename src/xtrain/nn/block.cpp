@@ -1,4 +1,6 @@
-// Block: two residual branches, each behind its LayerNorm.
+// Block: two residual branches, each behind its LayerNorm. The residual adds go in place into the
+// branch outputs (fresh tensors whose backward does not need their values), saving one [B, T, C]
+// temporary per add; x + y and y + x round identically.
 #include "xtrain/nn/block.h"
 
 namespace xtrain::nn {
@@ -11,8 +13,8 @@ BlockImpl::BlockImpl(int64_t C, int64_t NH, int64_t max_T, double dropout) {
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x) {
-  auto h = x + attn->forward(ln1->forward(x));
-  return h + mlp->forward(ln2->forward(h));
+  auto h = attn->forward(ln1->forward(x)).add_(x);
+  return mlp->forward(ln2->forward(h)).add_(h);
 }
 
 }  // namespace xtrain::nn

@@ -1,7 +1,8 @@
 // Causal multi-head self-attention as GPT-2: one fused QKV projection `qkv` (C -> 3C), scores
 // q·kᵀ/√HS with a causal mask, softmax, attention dropout, ·v, output projection `proj`, residual
-// dropout. Design choice: a few large ops — the scale and the mask ride in one baddbmm (the mask
-// is a cached additive [T_max, T_max] tensor, built once per dtype/device, never per call).
+// dropout. Design choice: a few large ops on the fused qkv output — q, k, v are strided views of it,
+// the scale and the mask ride in the score GEMM, and y is written token-major for proj (the mask is
+// a cached additive [T_max, T_max] tensor, built once per dtype/device, never per call).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
@@ -21,7 +22,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   Linear proj{nullptr};  // [C, C]: a residual projection (GPT-2 scales its init)
 
  private:
-  at::Tensor causal_bias(int64_t T, const at::Tensor& like);
+  at::Tensor causal_bias(int64_t T, const at::TensorOptions& options);
+  // baddbmm / softmax / dropout / bmm on copied heads: the path with dropout, and the reference.
+  at::Tensor reference_core(const at::Tensor& fused, int64_t T, bool drop, double scale);
 
   int64_t C_, NH_, HS_, max_T_;
   double dropout_;

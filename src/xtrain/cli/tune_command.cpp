@@ -1,0 +1,167 @@
+// `xtrain tune --config base.json --space space.json --trials N --parallel P --metric val_loss
+// --mode min [--sampler gp|random] [--pruner median|asha|none] [--study DIR]`: hyperparameter
+// search (tune/tuner.h). Each trial is `xtrain train --config STUDY/base_config.json --set k=v ...
+// --output STUDY/trials/<id>` run as a child process (this same binary, /proc/self/exe), or the
+// command given by --trial-command / $XTRAIN_TUNE_TRIAL_COMMAND (tests use a fake trainer).
+#include <CLI/CLI.hpp>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "xtrain/base/env.h"
+#include "xtrain/base/error.h"
+#include "xtrain/base/log.h"
+#include "xtrain/cli/subcommands.h"
+#include "xtrain/config/config.h"
+#include "xtrain/engine/trainer.h"
+#include "xtrain/monitor/plot.h"
+#include "xtrain/tune/space.h"
+#include "xtrain/tune/tuner.h"
+
+namespace xtrain::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct TuneArgs {
+  std::string config_path, space_path, trial_command;
+  tune::TuneOptions options;
+};
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  XTRAIN_USAGE_CHECK(in.good(), "tune: cannot read ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "/bin/sh fake.sh" -> {"/bin/sh", "fake.sh"}: whitespace-separated words, no shell quoting.
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// The trial command prefix: --trial-command, else $XTRAIN_TUNE_TRIAL_COMMAND, else `<this xtrain> train`.
+std::vector<std::string> trial_prefix(const std::string& flag) {
+  std::string text = flag.empty() ? env::get_or("XTRAIN_TUNE_TRIAL_COMMAND", "") : flag;
+  if (!text.empty()) {
+    auto words = split_words(text);
+    XTRAIN_USAGE_CHECK(!words.empty(), "tune: the trial command is empty");
+    return words;
+  }
+  std::error_code ec;
+  const auto self = fs::read_symlink("/proc/self/exe", ec);
+  XTRAIN_USAGE_CHECK(!ec, "tune: cannot find this program (/proc/self/exe): ", ec.message(),
+                     "; pass --trial-command '/path/to/xtrain train'");
+  return {self.string(), "train"};
+}
+
+tune::CommandBuilder command_builder(std::vector<std::string> prefix, int64_t parallel) {
+  // P trials share the machine: each gets its share of the cores unless the user chose.
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max<int64_t>(1, cores / parallel));
+  const bool user_threads = env::get("OMP_NUM_THREADS").has_value();
+  return [prefix, threads, user_threads](const tune::TrialLaunch& l) {
+    tune::Command c;
+    c.argv = prefix;
+    if (!l.base_config_path.empty()) c.argv.insert(c.argv.end(), {"--config", l.base_config_path});
+    for (const auto& s : l.overrides) c.argv.insert(c.argv.end(), {"--set", s});
+    c.argv.insert(c.argv.end(), {"--output", l.run_dir});
+    c.env.emplace_back("XTRAIN_TUNE_TRIAL", std::to_string(l.id));
+    if (!user_threads) c.env.emplace_back("OMP_NUM_THREADS", threads);
+    return c;
+  };
+}
+
+void write_convergence_png(const std::string& path, const std::vector<double>& trials, const std::vector<double>& best,
+                           const std::string& metric) {
+  monitor::PlotOptions po;
+  po.title = "xtrain tune: best " + metric + " so far";
+  po.x_label = "trial";
+  po.y_label = metric;
+  monitor::write_line_plot_png(path, {monitor::Series{"best so far", trials, best}}, po);
+}
+
+std::string default_study_dir(const std::string& base_config_text) {
+  config::LoadOptions lo;
+  lo.quiet = true;
+  const auto loaded = config::load_text(base_config_text, lo, "the base config");
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return (fs::path(loaded.config.trainer.output) / (std::string("tune-") + stamp)).string();
+}
+
+int run_tune(TuneArgs& a) {
+  auto& o = a.options;
+  const auto space = tune::SearchSpace::load(a.space_path);
+  o.base_config_text = a.config_path.empty() ? default_config_text() : read_file_text(a.config_path);
+  if (o.study_dir.empty()) o.study_dir = default_study_dir(o.base_config_text);
+  const auto prefix = trial_prefix(a.trial_command);
+  tune::check_executable(prefix.front());
+  o.command = command_builder(prefix, o.parallel);
+  o.plot = write_convergence_png;
+  log::info("tune: study ", o.study_dir, " (run the same command with --study ", o.study_dir, " to resume)");
+  const auto result = tune::run_study(space, o);
+  if (result.best_id >= 0) {
+    std::cout << "best " << o.metric << ": trial " << tune::trial_name(result.best_id) << "  config: " << o.study_dir
+              << "/best_config.json" << std::endl;
+  }
+  if (!result.stop_reason.empty()) {
+    log::error(result.stop_reason);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_tune(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("tune", "Hyperparameter search: Bayesian optimisation (GP-EI) or random, with early stopping");
+  auto a = std::make_shared<TuneArgs>();
+  auto& o = a->options;
+  cmd->add_option("--config,-c", a->config_path, "base ds_config.json (default: the built-in default)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--space", a->space_path,
+                  "search space JSON: {\"optimizer.params.lr\": {\"type\": \"loguniform\", ...}}")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--trials,-n", o.trials, "trials in the study")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--parallel,-p", o.parallel, "trials run at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--metric", o.metric, "metric to optimise (val_loss reads val/loss from metrics.jsonl)")
+      ->capture_default_str();
+  cmd->add_option("--mode", o.mode, "min or max")->capture_default_str()->check(CLI::IsMember({"min", "max"}));
+  cmd->add_option("--sampler", o.sampler, "gp (Bayesian optimisation) or random")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gp", "random"}));
+  cmd->add_option("--pruner", o.pruner, "early stopping: median, asha or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"median", "asha", "none"}));
+  cmd->add_option("--study", o.study_dir,
+                  "study folder; an existing one is resumed (default: <xtrain.output>/tune-<time>)");
+  cmd->add_option("--seed", o.seed, "sampler seed: the same seed gives the same proposals")->capture_default_str();
+  cmd->add_option("--set,-s", o.fixed_overrides, "override a key for every trial, e.g. --set xtrain.steps=150");
+  cmd->add_option("--max-failures", o.max_failures, "consecutive failed trials that stop the study")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--trial-command", a->trial_command,
+                  "run trials with this command instead of 'xtrain train' (it gets --config, --set, --output)");
+  cmd->add_option("--asha-min-step", o.pruning.min_resource, "ASHA's first rung (0: the first reported step)")
+      ->capture_default_str();
+  cmd->add_option("--asha-reduction", o.pruning.reduction_factor, "ASHA keeps the top 1/eta at each rung")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 100));
+  cmd->add_option("--median-startup", o.pruning.startup_trials, "completed trials before the median rule stops any")
+      ->capture_default_str();
+  cmd->add_option("--median-warmup", o.pruning.warmup_steps, "the median rule never stops a trial before this step")
+      ->capture_default_str();
+  return {cmd, [a] { return run_tune(*a); }};
+}
+
+}  // namespace xtrain::cli

@@ -1,0 +1,219 @@
+// The collectives of Communicator. Each records its arrival, hands c10d Gloo a tensor of a type it
+// supports (bf16 sums run in fp32; byte-moving ops view unsupported types as bytes), and returns a
+// Work whose completion step copies back / averages. reduce_scatter is a ring over send/recv on the
+// communicator's executor thread (Gloo in LibTorch 1.13 has no reduce_scatter).
+#include <ATen/ops/add.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
+
+#include "xtrain/comm/communicator_impl.h"
+
+namespace xtrain::comm {
+namespace {
+
+constexpr int kRingTagBase = 1 << 24;  // user send/recv tags stay below this
+
+void check_tensor(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(t.defined(), "comm: ", op, ": undefined tensor");
+  TORCH_CHECK(t.is_contiguous(), "comm: ", op, ": the tensor must be contiguous (shape ", t.sizes(), ")");
+}
+
+// Types Gloo 1.13 reduces natively.
+bool gloo_reduces(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kChar: case at::kByte: case at::kInt: case at::kLong:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// For ops that only move bytes: the tensor itself when Gloo knows its type, else its bytes.
+at::Tensor movable(const at::Tensor& t) {
+  return gloo_reduces(t.scalar_type()) ? t : t.reshape({-1}).view(at::kByte);
+}
+
+// Where the reduction runs: the tensor itself, or an fp32 copy for bf16.
+at::Tensor reducible(const at::Tensor& t, const char* op) {
+  if (gloo_reduces(t.scalar_type())) return t;
+  TORCH_CHECK(t.scalar_type() == at::kBFloat16, "comm: ", op, ": dtype ", t.scalar_type(), " cannot be reduced");
+  return t.to(at::kFloat);
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax: return compat::max_op();
+    case ReduceOp::kMin: return compat::min_op();
+    default: return compat::sum_op();  // kAvg: sum, then divide
+  }
+}
+
+void check_avg(ReduceOp op, const at::Tensor& t, const char* name) {
+  TORCH_CHECK(op != ReduceOp::kAvg || at::isFloatingType(t.scalar_type()), "comm: ", name,
+              ": ReduceOp::kAvg needs a floating-point tensor, got ", t.scalar_type());
+}
+
+int64_t nbytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+Work finish(Work w, bool async) {
+  if (!async) w.wait();
+  return w;
+}
+
+// out = a (op) b, element-wise.
+void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp op) {
+  if (op == ReduceOp::kMax) {
+    at::maximum_out(out, a, b);
+  } else if (op == ReduceOp::kMin) {
+    at::minimum_out(out, a, b);
+  } else {
+    at::add_out(out, a, b);
+  }
+}
+
+// Ring reduce-scatter: W-1 steps; at step s rank r sends chunk (r-s-1) (its partial sum) to r+1
+// and receives chunk (r-s-2) from r-1, adding its own contribution. After the last step chunk r
+// holds every rank's contribution. Each rank sends (W-1)/W of the input once.
+void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const at::Tensor& input, at::Tensor out,
+                         ReduceOp op, int tag) {
+  const int64_t n = input.numel() / size;
+  auto chunk = [&](int i) { return input.narrow(0, static_cast<int64_t>(i) * n, n); };
+  at::Tensor acc = at::empty({n}, input.options());
+  at::Tensor incoming = at::empty({n}, input.options());
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  for (int s = 0; s < size - 1; ++s) {
+    const int send_idx = ((rank - s - 1) % size + size) % size;
+    const int recv_idx = ((rank - s - 2) % size + size) % size;
+    std::vector<at::Tensor> to_send{s == 0 ? chunk(send_idx) : acc};
+    std::vector<at::Tensor> to_recv{incoming};
+    auto sw = pg.send(to_send, next, tag);
+    auto rw = pg.recv(to_recv, prev, tag);
+    rw->wait();
+    sw->wait();
+    at::Tensor target = s == size - 2 ? out : acc;
+    combine(target, incoming, chunk(recv_idx), op);
+  }
+}
+
+}  // namespace
+
+Work Communicator::all_reduce(const at::Tensor& tensor, ReduceOp op, bool async) {
+  check_tensor(tensor, "all_reduce");
+  check_avg(op, tensor, "all_reduce");
+  if (!impl_->pg) return Work();
+  const int64_t seq = impl_->arrive("all_reduce", nbytes(tensor));
+  at::Tensor buf = reducible(tensor, "all_reduce");
+  std::vector<at::Tensor> v{buf};
+  c10d::AllreduceOptions o;
+  o.reduceOp = to_c10d(op);
+  auto work = impl_->pg->allreduce(v, o);
+  const int size = impl_->size;
+  auto then = [tensor, buf, op, size]() mutable {
+    if (op == ReduceOp::kAvg) buf.div_(size);
+    if (!buf.is_same(tensor)) tensor.copy_(buf);
+  };
+  return finish(make_work(std::move(work), std::move(then), impl_, "all_reduce", seq), async);
+}
+
+Work Communicator::broadcast(const at::Tensor& tensor, int root, bool async) {
+  check_tensor(tensor, "broadcast");
+  TORCH_CHECK(root >= 0 && root < impl_->size, "comm: broadcast: root ", root, " is not a rank of ", impl_->name);
+  if (!impl_->pg) return Work();
+  const int64_t seq = impl_->arrive("broadcast", nbytes(tensor));
+  std::vector<at::Tensor> v{movable(tensor)};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  o.rootTensor = 0;
+  return finish(make_work(impl_->pg->broadcast(v, o), nullptr, impl_, "broadcast", seq), async);
+}
+
+Work Communicator::all_gather(const at::Tensor& input, const at::Tensor& output, bool async) {
+  check_tensor(input, "all_gather");
+  check_tensor(output, "all_gather");
+  const int64_t n = input.numel();
+  TORCH_CHECK(output.numel() == n * impl_->size && output.scalar_type() == input.scalar_type(),
+              "comm: all_gather: output must have ", impl_->size, " x ", n, " elements of ", input.scalar_type(),
+              ", got ", output.numel(), " of ", output.scalar_type());
+  if (!impl_->pg) {
+    output.reshape({-1}).copy_(input.reshape({-1}));
+    return Work();
+  }
+  const int64_t seq = impl_->arrive("all_gather", nbytes(input));
+  at::Tensor in = movable(input).reshape({-1});
+  at::Tensor out = movable(output).reshape({-1});
+  const int64_t m = in.numel();
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int r = 0; r < impl_->size; ++r) outs[0].push_back(out.narrow(0, r * m, m));
+  std::vector<at::Tensor> ins{in};
+  return finish(make_work(impl_->pg->allgather(outs, ins), nullptr, impl_, "all_gather", seq), async);
+}
+
+Work Communicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op, bool async) {
+  check_tensor(input, "reduce_scatter");
+  check_tensor(output, "reduce_scatter");
+  check_avg(op, input, "reduce_scatter");
+  const int size = impl_->size;
+  TORCH_CHECK(input.numel() % size == 0 && output.numel() == input.numel() / size &&
+                  output.scalar_type() == input.scalar_type(),
+              "comm: reduce_scatter: input (", input.numel(), " elements) must split into ", size,
+              " slices of the output's size (", output.numel(), ") and dtype");
+  if (!impl_->pg) {
+    output.reshape({-1}).copy_(input.reshape({-1}));
+    return Work();
+  }
+  const int64_t seq = impl_->arrive("reduce_scatter", nbytes(input));
+  const int tag = kRingTagBase + static_cast<int>(seq % (1 << 24));
+  at::Tensor in = reducible(input, "reduce_scatter").reshape({-1});
+  const bool converted = in.scalar_type() != output.scalar_type();  // bf16 reduced in fp32
+  at::Tensor out = converted ? at::empty({output.numel()}, in.options()) : output.reshape({-1});
+  auto pg = impl_->pg;
+  const int rank = impl_->rank;
+  auto future = impl_->exec().submit([pg, rank, size, in, out, op, tag] {
+    ring_reduce_scatter(*pg, rank, size, in, out, op, tag);
+  });
+  auto then = [output, out, op, size, converted]() mutable {
+    if (op == ReduceOp::kAvg) out.div_(size);
+    if (converted) output.reshape({-1}).copy_(out);
+  };
+  return finish(make_work(future, std::move(then), impl_, "reduce_scatter", seq), async);
+}
+
+Work Communicator::send(const at::Tensor& tensor, int dst, int tag, bool async) {
+  check_tensor(tensor, "send");
+  TORCH_CHECK(dst >= 0 && dst < impl_->size && dst != impl_->rank, "comm: send: bad destination rank ", dst);
+  TORCH_CHECK(tag >= 0 && tag < kRingTagBase, "comm: send: tag must be in [0, 2^24), got ", tag);
+  impl_->count_p2p(nbytes(tensor));
+  std::vector<at::Tensor> v{movable(tensor)};
+  const std::string op = "send to rank " + std::to_string(impl_->global_ranks[dst]);
+  return finish(make_work(impl_->pg->send(v, dst, tag), nullptr, impl_, op, impl_->seq.load()), async);
+}
+
+Work Communicator::recv(const at::Tensor& tensor, int src, int tag, bool async) {
+  check_tensor(tensor, "recv");
+  TORCH_CHECK(src >= 0 && src < impl_->size && src != impl_->rank, "comm: recv: bad source rank ", src);
+  TORCH_CHECK(tag >= 0 && tag < kRingTagBase, "comm: recv: tag must be in [0, 2^24), got ", tag);
+  impl_->count_p2p(nbytes(tensor));
+  std::vector<at::Tensor> v{movable(tensor)};
+  const std::string op = "recv from rank " + std::to_string(impl_->global_ranks[src]);
+  return finish(make_work(impl_->pg->recv(v, src, tag), nullptr, impl_, op, impl_->seq.load()), async);
+}
+
+void Communicator::barrier() {
+  if (!impl_->pg) return;
+  const int64_t seq = impl_->arrive("barrier", 0);
+  finish(make_work(impl_->pg->barrier(c10d::BarrierOptions()), nullptr, impl_, "barrier", seq), false);
+}
+
+std::string broadcast_string(Communicator& comm, const std::string& value, int root) {
+  if (!comm.distributed()) return value;
+  at::Tensor n = at::full({1}, static_cast<int64_t>(value.size()), at::kLong);
+  comm.broadcast(n, root);
+  at::Tensor bytes = at::empty({n.item<int64_t>()}, at::kByte);
+  if (comm.rank() == root) std::copy(value.begin(), value.end(), bytes.data_ptr<uint8_t>());
+  if (bytes.numel() > 0) comm.broadcast(bytes, root);
+  return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), bytes.numel());
+}
+
+}  // namespace xtrain::comm

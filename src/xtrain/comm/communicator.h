@@ -1,0 +1,113 @@
+// Communicator: collectives over one process group (c10d Gloo; world 1 = no group at all, every
+// collective a cheap local no-op). The one design choice: every collective records "<seq> <op>" for
+// this rank in the TCPStore (from a background thread, coalesced, at most every 10 ms: about 1 us
+// per collective, bench/RESULTS_dp.md), so a rank whose collective fails or times out can name the
+// ranks that never reached it and the operation, instead of hanging (DeepSpeed users' recurring pain).
+// bf16: all_reduce/reduce_scatter reduce in fp32 (converted both ways: Gloo has no bf16 sum);
+// broadcast/all_gather/send/recv move bf16 bytes unchanged.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "xtrain/comm/options.h"
+#include "xtrain/comm/rank_info.h"
+
+namespace xtrain::comm {
+
+// A failed or timed-out collective: the message names the group, the operation, its sequence
+// number and the ranks that did not arrive.
+class CommError : public std::runtime_error {
+ public:
+  explicit CommError(const std::string& message) : std::runtime_error(message) {}
+};
+
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+
+// Handle of an operation in flight. wait() is idempotent; it throws CommError on failure. A Work
+// that is destroyed without wait() leaves the operation running (the tensors stay referenced).
+class Work {
+ public:
+  Work();  // already complete
+  void wait();
+  bool completed() const;
+
+  struct Impl;
+  explicit Work(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+struct CommStats {
+  int64_t collectives = 0;  // collectives launched (not counting send/recv)
+  int64_t p2p = 0;          // sends and receives
+  int64_t bytes = 0;        // payload bytes handed to collectives and sends
+};
+
+class Communicator {
+ public:
+  // Joins the group described by `info` (TCPStore rendezvous at master_addr:master_port, rank 0
+  // hosting it). Every rank must call it; CommError names the ranks that did not arrive within
+  // options.timeout_seconds (or `rendezvous_timeout_s` when > 0: ranks may start far apart, as
+  // torchrun's separate rendezvous timeout allows). World size 1 creates no store and no group.
+  static std::shared_ptr<Communicator> create(const RankInfo& info, const CommOptions& options,
+                                              double rendezvous_timeout_s = 0);
+  static std::shared_ptr<Communicator> single();  // world 1
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;  // in this group
+  int size() const;
+  bool distributed() const { return size() > 1; }
+  const std::vector<int>& global_ranks() const;  // group rank -> world rank
+  std::string name() const;                      // "world" or "group 2 [0,2]"
+  double timeout_seconds() const;
+
+  // In place, over every rank of the group. async=false waits before returning.
+  Work all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum, bool async = false);
+  Work broadcast(const at::Tensor& tensor, int root = 0, bool async = false);
+  // output (size() × input.numel() elements, contiguous) gets every rank's input in rank order.
+  Work all_gather(const at::Tensor& input, const at::Tensor& output, bool async = false);
+  // input: size() equal slices; rank r's output (slice-sized) gets the reduction of slice r.
+  // A ring over send/recv: each rank sends (W-1)/W of the input, half of an all-reduce.
+  Work reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op = ReduceOp::kSum,
+                      bool async = false);
+  Work send(const at::Tensor& tensor, int dst, int tag = 0, bool async = false);
+  Work recv(const at::Tensor& tensor, int src, int tag = 0, bool async = false);
+  void barrier();
+
+  // A subgroup of world ranks. Collective over this communicator: every rank calls it with the
+  // same list, in the same order (as torch.distributed.new_group); non-members get nullptr.
+  std::shared_ptr<Communicator> new_group(const std::vector<int>& world_ranks);
+
+  CommStats stats() const;
+
+  struct Impl;
+  explicit Communicator(std::shared_ptr<Impl> impl);
+
+ private:
+  std::shared_ptr<Impl> impl_;  // shared with Work handles in flight
+};
+
+// Root's string on every rank (a run directory name, a checkpoint tag): two broadcasts.
+std::string broadcast_string(Communicator& comm, const std::string& value, int root = 0);
+
+// Arrival records, as read back from the store after a failure: for each rank of the group, the
+// last collective it started ("" when none).
+struct Arrival {
+  int64_t seq = 0;  // 0: this rank started no collective yet
+  std::string op;
+};
+// "ranks 1, 3 did not arrive (rank 1 last started #16 broadcast; rank 3 none)" or, when everyone
+// arrived, a note saying so. Pure, for tests.
+std::string describe_arrivals(int64_t seq, const std::vector<Arrival>& arrivals, const std::vector<int>& global_ranks);
+
+}  // namespace xtrain::comm

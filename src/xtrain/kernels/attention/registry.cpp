@@ -1,0 +1,189 @@
+// The attention kernel registry (see registry.h): a mutex-guarded list, built-ins added on first
+// use (no static registration objects, which a static library's linker would drop).
+#include "xtrain/kernels/attention/registry.h"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "xtrain/base/error.h"
+#include "xtrain/base/did_you_mean.h"
+#include "xtrain/kernels/attention/builtin_kernels.h"
+#include "xtrain/kernels/ms_attention/windows.h"
+
+namespace xtrain::kernels::attention {
+
+namespace {
+
+constexpr const char* kKey = " (xtrain.model.attention.kernel)";
+
+struct Entry {
+  std::string name;
+  AttentionImpl impl;
+  AttentionSupports supports;
+  AttentionPriority priority;
+  int64_t order = 0;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const Entry>> entries;
+  int64_t next_order = 0;
+
+  void add(const std::string& name, AttentionImpl impl, AttentionSupports supports, AttentionPriority priority) {
+    XTRAIN_USAGE_CHECK(!name.empty() && name != "auto", "attention: a kernel cannot be named \"", name, "\"");
+    XTRAIN_USAGE_CHECK(impl && supports && priority, "attention: kernel \"", name,
+                       "\" needs an implementation, a supports() and a priority");
+    std::lock_guard<std::mutex> lock(mutex);
+    auto e = std::make_shared<Entry>(Entry{name, std::move(impl), std::move(supports), std::move(priority), 0});
+    auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& x) { return x->name == name; });
+    e->order = it != entries.end() ? (*it)->order : next_order++;
+    if (it != entries.end()) {
+      *it = e;
+    } else {
+      entries.push_back(e);
+    }
+  }
+
+  std::vector<std::shared_ptr<const Entry>> snapshot() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return entries;
+  }
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry;  // never destroyed: kernels may run during static destruction
+    add_builtin_kernels([reg](const std::string& name, AttentionImpl impl, AttentionSupports supports,
+                              AttentionPriority priority) {
+      reg->add(name, std::move(impl), std::move(supports), std::move(priority));
+    });
+    return reg;
+  }();
+  return *r;
+}
+
+std::string list_with_support(const std::vector<std::shared_ptr<const Entry>>& entries, const AttentionCall& call) {
+  std::ostringstream s;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    s << (i ? ", " : "") << entries[i]->name << (entries[i]->supports(call) ? "" : " (does not support it)");
+  }
+  return s.str();
+}
+
+std::shared_ptr<const Entry> select(const std::string& name, const AttentionCall& call) {
+  auto entries = registry().snapshot();
+  if (name == "auto") {
+    std::shared_ptr<const Entry> best;
+    int best_priority = 0;
+    for (const auto& e : entries) {
+      if (!e->supports(call)) continue;
+      const int p = e->priority(call);
+      if (!best || p > best_priority || (p == best_priority && e->order < best->order)) {
+        best = e;
+        best_priority = p;
+      }
+    }
+    XTRAIN_USAGE_CHECK(best != nullptr, "attention: no registered kernel supports ", describe(call), "; registered: ",
+                       list_with_support(entries, call), kKey);
+    return best;
+  }
+  auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e->name == name; });
+  if (it == entries.end()) {
+    std::vector<std::string> names;
+    for (const auto& e : entries) names.push_back(e->name);
+    names.push_back("auto");
+    XTRAIN_USAGE_ERROR("attention: unknown kernel \"", name, "\"", did_you_mean_suffix(name, names),
+                       "; registered: ", list_with_support(entries, call), kKey);
+  }
+  XTRAIN_USAGE_CHECK((*it)->supports(call), "attention: kernel \"", name, "\" does not support ", describe(call),
+                     "; registered: ", list_with_support(entries, call), kKey);
+  return *it;
+}
+
+}  // namespace
+
+std::string describe(const AttentionCall& call) {
+  std::ostringstream s;
+  s << (call.multiscale() ? "multiscale " : "dense ") << (call.causal ? "causal" : "bidirectional") << " B=" << call.B
+    << " NH=" << call.NH << " T=" << call.T << " HS=" << call.HS << " " << c10::toString(call.dtype) << " "
+    << call.device;
+  if (call.multiscale()) {
+    s << " windows=[";
+    for (size_t i = 0; i < call.windows.size(); ++i) s << (i ? "," : "") << call.windows[i];
+    s << "]";
+  }
+  s << " dropout=" << call.dropout;
+  return s.str();
+}
+
+void register_attention_kernel(const std::string& name, AttentionImpl impl, AttentionSupports supports, int priority) {
+  register_attention_kernel(name, std::move(impl), std::move(supports),
+                            [priority](const AttentionCall&) { return priority; });
+}
+
+void register_attention_kernel(const std::string& name, AttentionImpl impl, AttentionSupports supports,
+                               AttentionPriority priority) {
+  registry().add(name, std::move(impl), std::move(supports), std::move(priority));
+}
+
+bool unregister_attention_kernel(const std::string& name) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = std::find_if(r.entries.begin(), r.entries.end(), [&](const auto& e) { return e->name == name; });
+  if (it == r.entries.end()) return false;
+  r.entries.erase(it);
+  return true;
+}
+
+std::vector<std::string> attention_kernel_names() {
+  auto entries = registry().snapshot();
+  AttentionCall any;  // priorities are listed for a default call
+  std::stable_sort(entries.begin(), entries.end(),
+                   [&](const auto& a, const auto& b) { return a->priority(any) > b->priority(any); });
+  std::vector<std::string> names;
+  for (const auto& e : entries) names.push_back(e->name);
+  return names;
+}
+
+std::string select_attention_kernel(const std::string& name, const AttentionCall& call) {
+  check_attention_call(call);
+  return select(name, call)->name;
+}
+
+void check_attention_call(const AttentionCall& call) {
+  XTRAIN_USAGE_CHECK(call.B > 0 && call.NH > 0 && call.T > 0 && call.HS > 0,
+                     "attention: sizes must be > 0, got B=", call.B, " NH=", call.NH, " T=", call.T, " HS=", call.HS);
+  if (call.multiscale()) ms_attention::check_windows(call.NH, call.windows);
+  XTRAIN_USAGE_CHECK(call.dropout >= 0 && call.dropout < 1, "attention: dropout must be in [0, 1), got ", call.dropout,
+                     " (xtrain.model.dropout)");
+}
+
+at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                         const std::vector<int64_t>& windows, double dropout, const std::string& kernel) {
+  XTRAIN_USAGE_CHECK(q.dim() == 4, "attention: q must be [B, NH, T, HS], got ", q.sizes());
+  XTRAIN_USAGE_CHECK(k.sizes() == q.sizes() && v.sizes() == q.sizes(), "attention: q, k, v must have one shape, got q ",
+                     q.sizes(), " k ", k.sizes(), " v ", v.sizes());
+  XTRAIN_USAGE_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+                     "attention: q, k, v must have one dtype, got ", q.scalar_type(), ", ", k.scalar_type(), ", ",
+                     v.scalar_type());
+  XTRAIN_USAGE_CHECK(k.device() == q.device() && v.device() == q.device(), "attention: q, k, v must be on one device, got ",
+                     q.device(), ", ", k.device(), ", ", v.device());
+  XTRAIN_USAGE_CHECK(at::isFloatingType(q.scalar_type()), "attention: dtype must be floating point, got ",
+                     q.scalar_type());
+  AttentionCall call;
+  call.B = q.size(0);
+  call.NH = q.size(1);
+  call.T = q.size(2);
+  call.HS = q.size(3);
+  call.dtype = q.scalar_type();
+  call.device = q.device();
+  call.causal = causal;
+  call.windows = windows;
+  call.dropout = dropout;
+  check_attention_call(call);
+  return select(kernel, call)->impl(q, k, v, call);
+}
+
+}  // namespace xtrain::kernels::attention

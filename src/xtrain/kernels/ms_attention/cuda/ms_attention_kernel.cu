@@ -1,0 +1,321 @@
+// Multi-scale attention on CUDA (see ms_attention_kernel.cuh): pooling and un-pooling one level per
+// launch (element-parallel), forward and backward one warp per query. Each lane holds HS/32 of the
+// query's elements; a key row costs one warp reduction (two in backward). The key ranges come from
+// ms_rules.h and the dropout mask from dropout_hash.h: the CPU kernel's exactly.
+#include "xtrain/kernels/ms_attention/cuda/ms_attention_kernel.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "xtrain/kernels/attention/dropout_hash.h"
+#include "xtrain/kernels/ms_attention/ms_rules.h"
+
+namespace xtrain::kernels::ms_attention::cuda {
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kPerLane = kMaxHeadSize / kWarp;
+constexpr int kWarpsPerBlock = 4;
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+__device__ __forceinline__ int64_t window_of(const Problem& p, int64_t h) {
+  return p.windows[h / (p.NH / p.num_windows)];
+}
+
+// Calls f(row, bias) for every pooled row query i of head h sees.
+template <class F>
+__device__ __forceinline__ void for_each_row(const Problem& p, int64_t h, int64_t i, F&& f) {
+  const auto visit = [&](const SegmentRange& r) {
+    const int64_t off = level_offset(p.T, r.level);
+    for (int64_t m = r.begin; m < r.end; ++m) f(off + m, logf(static_cast<float>(segment_size(p.T, r.level, m))));
+  };
+  if (p.causal) {
+    for_each_causal_range(i, window_of(p, h), visit);
+  } else {
+    for_each_bidirectional_range(i, p.T, window_of(p, h), visit);
+  }
+}
+
+// The factor a kept weight is multiplied by (0 when dropped, 1 without dropout).
+__device__ __forceinline__ float dropout_factor(const Problem& p, uint64_t stream, int64_t i, int64_t row) {
+  if (p.dropout <= 0) return 1.f;
+  const bool keep = attention::dropout_keep(p.seed, stream, static_cast<uint64_t>(i), static_cast<uint64_t>(row),
+                                            attention::dropout_threshold(p.dropout));
+  return keep ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 0.f;
+}
+
+template <typename T>
+__global__ void pool_level0_kernel(Problem p, const T* __restrict__ x, Strides s, int64_t rows, float* pooled) {
+  const int64_t total = p.B * p.NH * p.T * p.HS;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = idx % p.HS, t = (idx / p.HS) % p.T, bh = idx / (p.HS * p.T);
+    const int64_t b = bh / p.NH, h = bh % p.NH;
+    pooled[(bh * rows + t) * p.HS + e] = to_float(x[b * s.sb + h * s.sh + t * s.st + e]);
+  }
+}
+
+// Level l from level l-1: the size-weighted mean of the two children (or the lone last one).
+__global__ void pool_level_kernel(Problem p, int l, int64_t rows, float* pooled) {
+  const int64_t prev_off = level_offset(p.T, l - 1), prev_rows = level_rows(p.T, l - 1);
+  const int64_t off = level_offset(p.T, l), cur_rows = level_rows(p.T, l);
+  const int64_t total = p.B * p.NH * cur_rows * p.HS;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = idx % p.HS, m = (idx / p.HS) % cur_rows, bh = idx / (p.HS * cur_rows);
+    float* head = pooled + bh * rows * p.HS;
+    const float a = head[(prev_off + 2 * m) * p.HS + e];
+    float out = a;
+    if (2 * m + 1 < prev_rows) {
+      const float sa = static_cast<float>(segment_size(p.T, l - 1, 2 * m));
+      const float sb = static_cast<float>(segment_size(p.T, l - 1, 2 * m + 1));
+      out = (sa * a + sb * head[(prev_off + 2 * m + 1) * p.HS + e]) / (sa + sb);
+    }
+    head[(off + m) * p.HS + e] = out;
+  }
+}
+
+// g(l) = g(l) / size + g(l+1)[parent], from the top level down.
+__global__ void unpool_level_kernel(Problem p, int l, int levels, int64_t rows, float* g) {
+  const int64_t off = level_offset(p.T, l), cur_rows = level_rows(p.T, l);
+  const int64_t parent_off = l + 1 < levels ? level_offset(p.T, l + 1) : -1;
+  const int64_t total = p.B * p.NH * cur_rows * p.HS;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = idx % p.HS, m = (idx / p.HS) % cur_rows, bh = idx / (p.HS * cur_rows);
+    float* head = g + bh * rows * p.HS;
+    float v = head[(off + m) * p.HS + e] / static_cast<float>(segment_size(p.T, l, m));
+    if (parent_off >= 0) v += head[(parent_off + m / 2) * p.HS + e];
+    head[(off + m) * p.HS + e] = v;
+  }
+}
+
+template <typename T>
+__global__ void forward_kernel(Problem p, const T* __restrict__ q, Strides sq, const float* __restrict__ kpool,
+                               const float* __restrict__ vpool, int64_t rows, T* __restrict__ out, float* lse) {
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= p.B * p.NH * p.T) return;
+  const int64_t bh = warp / p.T, i = warp % p.T, b = bh / p.NH, h = bh % p.NH;
+  const float scale = rsqrtf(static_cast<float>(p.HS));
+  float qv[kPerLane], acc[kPerLane];
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    qv[t] = e < p.HS ? to_float(q[b * sq.sb + h * sq.sh + i * sq.st + e]) * scale : 0.f;
+    acc[t] = 0.f;
+  }
+  const float* K = kpool + bh * rows * p.HS;
+  const float* V = vpool + bh * rows * p.HS;
+  float m = -INFINITY, l = 0.f;
+  for_each_row(p, h, i, [&](int64_t row, float bias) {
+    float part = 0.f;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      if (e < p.HS) part += qv[t] * K[row * p.HS + e];
+    }
+    const float s = warp_sum(part) + bias;
+    const float mnew = fmaxf(m, s);
+    const float alpha = expf(m - mnew), pe = expf(s - mnew);
+    l = l * alpha + pe;
+    const float pz = pe * dropout_factor(p, static_cast<uint64_t>(bh), i, row);
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      acc[t] = acc[t] * alpha + (e < p.HS ? pz * V[row * p.HS + e] : 0.f);
+    }
+    m = mnew;
+  });
+  T* o = out + ((b * p.T + i) * p.NH + h) * p.HS;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    if (e < p.HS) o[e] = from_float<T>(acc[t] / l);
+  }
+  if (lane == 0) lse[bh * p.T + i] = m + logf(l);
+}
+
+template <typename T>
+__global__ void backward_kernel(Problem p, const T* __restrict__ q, Strides sq, const T* __restrict__ dout, Strides sd,
+                                const T* __restrict__ out, const float* __restrict__ kpool,
+                                const float* __restrict__ vpool, const float* __restrict__ lse, int64_t rows,
+                                T* __restrict__ dq, float* dkpool, float* dvpool) {
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= p.B * p.NH * p.T) return;
+  const int64_t bh = warp / p.T, i = warp % p.T, b = bh / p.NH, h = bh % p.NH;
+  const float scale = rsqrtf(static_cast<float>(p.HS));
+  const T* o = out + ((b * p.T + i) * p.NH + h) * p.HS;
+  float qv[kPerLane], dov[kPerLane], dqa[kPerLane], dot_o = 0.f;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    const bool in = e < p.HS;
+    qv[t] = in ? to_float(q[b * sq.sb + h * sq.sh + i * sq.st + e]) * scale : 0.f;
+    dov[t] = in ? to_float(dout[b * sd.sb + h * sd.sh + i * sd.st + e]) : 0.f;
+    dot_o += in ? dov[t] * to_float(o[e]) : 0.f;
+    dqa[t] = 0.f;
+  }
+  const float delta = warp_sum(dot_o), L = lse[bh * p.T + i];
+  const float* K = kpool + bh * rows * p.HS;
+  const float* V = vpool + bh * rows * p.HS;
+  float* dK = dkpool + bh * rows * p.HS;
+  float* dV = dvpool + bh * rows * p.HS;
+  for_each_row(p, h, i, [&](int64_t row, float bias) {
+    float s_part = 0.f, dp_part = 0.f;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      if (e < p.HS) {
+        s_part += qv[t] * K[row * p.HS + e];
+        dp_part += dov[t] * V[row * p.HS + e];
+      }
+    }
+    const float pe = expf(warp_sum(s_part) + bias - L);
+    const float z = dropout_factor(p, static_cast<uint64_t>(bh), i, row);
+    const float ds = pe * (z * warp_sum(dp_part) - delta);
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      if (e < p.HS) {
+        dqa[t] += ds * K[row * p.HS + e];
+        atomicAdd(dK + row * p.HS + e, ds * qv[t]);
+        atomicAdd(dV + row * p.HS + e, pe * z * dov[t]);
+      }
+    }
+  });
+  T* g = dq + ((b * p.T + i) * p.NH + h) * p.HS;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    if (e < p.HS) g[e] = from_float<T>(dqa[t] * scale);
+  }
+}
+
+int grid_for(int64_t work, int threads) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<int>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
+}
+
+int warp_grid(const Problem& p) {
+  const int64_t warps = p.B * p.NH * p.T;
+  return static_cast<int>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+template <typename T>
+cudaError_t pool_typed(const Problem& p, const T* x, Strides s, float* pooled, cudaStream_t stream) {
+  const int64_t rows = total_rows(p.T);
+  constexpr int kThreads = 256;
+  pool_level0_kernel<T><<<grid_for(p.B * p.NH * p.T * p.HS, kThreads), kThreads, 0, stream>>>(p, x, s, rows, pooled);
+  cudaError_t err = cudaGetLastError();
+  for (int l = 1; l < num_levels(p.T) && err == cudaSuccess; ++l) {
+    pool_level_kernel<<<grid_for(p.B * p.NH * level_rows(p.T, l) * p.HS, kThreads), kThreads, 0, stream>>>(
+        p, l, rows, pooled);
+    err = cudaGetLastError();
+  }
+  return err;
+}
+
+bool valid(const Problem& p) {
+  return p.B > 0 && p.NH > 0 && p.T > 0 && p.HS > 0 && p.HS <= kMaxHeadSize && p.num_windows > 0 &&
+         p.num_windows <= kMaxWindows && p.NH % p.num_windows == 0;
+}
+
+}  // namespace
+
+cudaError_t launch_pool(const Problem& p, const void* x, Dtype dtype, Strides s, float* pooled, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  switch (dtype) {
+    case Dtype::kFloat32: return pool_typed(p, static_cast<const float*>(x), s, pooled, stream);
+    case Dtype::kBFloat16: return pool_typed(p, static_cast<const __nv_bfloat16*>(x), s, pooled, stream);
+    case Dtype::kFloat16: return pool_typed(p, static_cast<const __half*>(x), s, pooled, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_forward(const Problem& p, const void* q, Strides sq, Dtype dtype, const float* kpool,
+                           const float* vpool, void* out, float* lse, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  const int64_t rows = total_rows(p.T);
+  const int threads = kWarpsPerBlock * kWarp;
+  switch (dtype) {
+    case Dtype::kFloat32:
+      forward_kernel<float><<<warp_grid(p), threads, 0, stream>>>(p, static_cast<const float*>(q), sq, kpool, vpool,
+                                                                  rows, static_cast<float*>(out), lse);
+      break;
+    case Dtype::kBFloat16:
+      forward_kernel<__nv_bfloat16><<<warp_grid(p), threads, 0, stream>>>(
+          p, static_cast<const __nv_bfloat16*>(q), sq, kpool, vpool, rows, static_cast<__nv_bfloat16*>(out), lse);
+      break;
+    case Dtype::kFloat16:
+      forward_kernel<__half><<<warp_grid(p), threads, 0, stream>>>(p, static_cast<const __half*>(q), sq, kpool, vpool,
+                                                                   rows, static_cast<__half*>(out), lse);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t backward_typed(const Problem& p, const T* q, Strides sq, const T* dout, Strides sd, const T* out,
+                           const float* kpool, const float* vpool, const float* lse, T* dq, float* dkpool,
+                           float* dvpool, cudaStream_t stream) {
+  const int64_t rows = total_rows(p.T);
+  backward_kernel<T><<<warp_grid(p), kWarpsPerBlock * kWarp, 0, stream>>>(p, q, sq, dout, sd, out, kpool, vpool, lse,
+                                                                          rows, dq, dkpool, dvpool);
+  cudaError_t err = cudaGetLastError();
+  const int levels = num_levels(p.T);
+  constexpr int kThreads = 256;
+  for (int l = levels - 1; l >= 0 && err == cudaSuccess; --l) {
+    const int grid = grid_for(p.B * p.NH * level_rows(p.T, l) * p.HS, kThreads);
+    unpool_level_kernel<<<grid, kThreads, 0, stream>>>(p, l, levels, rows, dkpool);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) break;
+    unpool_level_kernel<<<grid, kThreads, 0, stream>>>(p, l, levels, rows, dvpool);
+    err = cudaGetLastError();
+  }
+  return err;
+}
+
+cudaError_t launch_backward(const Problem& p, const void* q, Strides sq, const void* dout, Strides sd,
+                            const void* out, Dtype dtype, const float* kpool, const float* vpool, const float* lse,
+                            void* dq, float* dkpool, float* dvpool, cudaStream_t stream) {
+  if (!valid(p)) return cudaErrorInvalidValue;
+  switch (dtype) {
+    case Dtype::kFloat32:
+      return backward_typed(p, static_cast<const float*>(q), sq, static_cast<const float*>(dout), sd,
+                            static_cast<const float*>(out), kpool, vpool, lse, static_cast<float*>(dq), dkpool,
+                            dvpool, stream);
+    case Dtype::kBFloat16:
+      return backward_typed(p, static_cast<const __nv_bfloat16*>(q), sq, static_cast<const __nv_bfloat16*>(dout), sd,
+                            static_cast<const __nv_bfloat16*>(out), kpool, vpool, lse,
+                            static_cast<__nv_bfloat16*>(dq), dkpool, dvpool, stream);
+    case Dtype::kFloat16:
+      return backward_typed(p, static_cast<const __half*>(q), sq, static_cast<const __half*>(dout), sd,
+                            static_cast<const __half*>(out), kpool, vpool, lse, static_cast<__half*>(dq), dkpool,
+                            dvpool, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace xtrain::kernels::ms_attention::cuda

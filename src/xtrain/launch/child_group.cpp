@@ -1,0 +1,342 @@
+// run_group: fork/exec with only async-signal-safe calls in the child (everything is prepared
+// before fork), a self-pipe for signals (SIGCHLD wakes the loop at once, so the first rank to die
+// is reported as the cause, not the ranks that then fail talking to it), and one poll loop that
+// prefixes output, reaps children and escalates SIGTERM to SIGKILL.
+#include "xtrain/launch/child_group.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "xtrain/base/error.h"
+
+extern char** environ;
+
+namespace xtrain::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The signal handler's only output: a byte per signal into this pipe (write(2) is async-signal-safe).
+int g_signal_pipe[2] = {-1, -1};
+pid_t g_launcher_pid = -1;  // a forked child that has not reset its handlers yet must not write
+
+void on_signal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  if (::getpid() == g_launcher_pid) (void)!::write(g_signal_pipe[1], &b, 1);
+  errno = saved;
+}
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+
+class SignalScope {
+ public:
+  SignalScope() {
+    TORCH_CHECK(::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) == 0, "launch: pipe: ", std::strerror(errno));
+    g_launcher_pid = ::getpid();
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalScope() {
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  int fd() const { return g_signal_pipe[0]; }
+
+ private:
+  struct sigaction old_[std::size(kSignals)];
+};
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int fds[2] = {-1, -1};  // stdout, stderr read ends
+  std::string pending[2];
+  bool running = false;
+  Clock::time_point started;
+};
+
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  XTRAIN_USAGE_ERROR("launch: '", name, "' is not on PATH");
+}
+
+std::vector<std::string> child_environment(const ChildSpec& spec) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    if (spec.env.count(key) || std::find(spec.unset.begin(), spec.unset.end(), key) != spec.unset.end()) continue;
+    out.push_back(kv);
+  }
+  for (const auto& [k, v] : spec.env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+Child spawn(const ChildSpec& spec) {
+  std::string path = find_program(spec.argv[0]);
+  std::vector<std::string> args = spec.argv, env = child_environment(spec);
+  auto argv = pointers(args);
+  auto envp = pointers(env);
+  int out[2], err[2];
+  TORCH_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "launch: pipe: ", std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const char* fail = "launch: cannot execute the rank's command\n";
+  // Signals stay blocked across fork until the child has put back the default handlers: a SIGTERM
+  // meant for the child must not run the launcher's handler in it.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // child: async-signal-safe calls only
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::sigaction(s, &dfl, nullptr);
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::execve(path.c_str(), argv.data(), envp.data());
+    (void)!::write(2, fail, std::strlen(fail));
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  TORCH_CHECK(pid >= 0, "launch: fork: ", std::strerror(fork_errno));
+  ::setpgid(pid, pid);  // also here, so a signal sent right away reaches the group
+  ::close(out[1]);
+  ::close(err[1]);
+  Child c;
+  c.rank = spec.rank;
+  c.pid = pid;
+  c.fds[0] = out[0];
+  c.fds[1] = err[0];
+  c.running = true;
+  c.started = Clock::now();
+  for (int fd : c.fds) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return c;
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Writes every complete line of `buf` with the rank prefix (one write per line); `flush` also the rest.
+void emit_lines(std::string& buf, int rank, int fd, bool flush) {
+  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  size_t start = 0;
+  for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+    size_t end = nl;
+    if (end > start && buf[end - 1] == '\r') --end;  // ssh -tt writes CRLF
+    write_all(fd, prefix + buf.substr(start, end - start) + "\n");
+  }
+  buf.erase(0, start);
+  if (flush && !buf.empty()) {
+    write_all(fd, prefix + buf + "\n");
+    buf.clear();
+  }
+}
+
+void signal_all(std::vector<Child>& kids, int sig) {
+  for (auto& c : kids) {
+    if (!c.running) continue;
+    if (::kill(-c.pid, sig) != 0) ::kill(c.pid, sig);
+  }
+}
+
+}  // namespace
+
+std::string describe_exit(const ChildExit& e) {
+  if (e.signal == 0) return c10::str("exited with code ", e.code);
+  const char* abbrev = ::sigabbrev_np(e.signal);
+  return abbrev ? c10::str("was killed by SIG", abbrev) : c10::str("was killed by signal ", e.signal);
+}
+
+namespace {
+
+class Supervisor {
+ public:
+  Supervisor(const std::vector<ChildSpec>& specs, const GroupOptions& options, int signal_fd)
+      : options_(options), signal_fd_(signal_fd) {
+    outcome_.exits.resize(specs.size());
+    for (const auto& s : specs) {
+      TORCH_CHECK(!s.argv.empty(), "launch: empty command for rank ", s.rank);
+      find_program(s.argv[0]);  // every command resolves before any rank starts
+    }
+    try {
+      for (const auto& s : specs) kids_.push_back(spawn(s));
+    } catch (...) {
+      signal_all(kids_, SIGKILL);
+      for (auto& c : kids_) ::waitpid(c.pid, nullptr, 0);
+      throw;
+    }
+  }
+
+  GroupOutcome run() {
+    Clock::time_point drain_until{};
+    for (;;) {
+      poll_once();
+      reap();
+      escalate();
+      if (running() == 0) {
+        if (drain_until == Clock::time_point{}) drain_until = Clock::now() + std::chrono::milliseconds(500);
+        // Output still open after every child exited belongs to grandchildren: stop waiting soon.
+        if (open_pipes() == 0 || Clock::now() > drain_until) break;
+      }
+    }
+    for (auto& c : kids_) {
+      for (int i = 0; i < 2; ++i) {
+        emit_lines(c.pending[i], c.rank, i ? options_.err_fd : options_.out_fd, /*flush=*/true);
+        if (c.fds[i] >= 0) ::close(c.fds[i]);
+        c.fds[i] = -1;
+      }
+    }
+    return outcome_;
+  }
+
+ private:
+  int running() const { return static_cast<int>(std::count_if(kids_.begin(), kids_.end(), [](const Child& c) { return c.running; })); }
+  int open_pipes() const {
+    int n = 0;
+    for (const auto& c : kids_) n += (c.fds[0] >= 0) + (c.fds[1] >= 0);
+    return n;
+  }
+
+  void poll_once() {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    std::vector<std::pair<size_t, int>> owner;  // (child, stream) of fds[1..]
+    for (size_t k = 0; k < kids_.size(); ++k) {
+      for (int i = 0; i < 2; ++i) {
+        if (kids_[k].fds[i] < 0) continue;
+        fds.push_back({kids_[k].fds[i], POLLIN, 0});
+        owner.emplace_back(k, i);
+      }
+    }
+    if (::poll(fds.data(), fds.size(), 100) <= 0) return;
+    if (fds[0].revents) read_signals();
+    for (size_t j = 1; j < fds.size(); ++j) {
+      if (fds[j].revents) read_pipe(kids_[owner[j - 1].first], owner[j - 1].second);
+    }
+  }
+
+  void read_pipe(Child& c, int stream) {
+    char buf[65536];
+    const ssize_t n = ::read(c.fds[stream], buf, sizeof buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+      ::close(c.fds[stream]);
+      c.fds[stream] = -1;
+      return;
+    }
+    c.pending[stream].append(buf, static_cast<size_t>(n));
+    emit_lines(c.pending[stream], c.rank, stream ? options_.err_fd : options_.out_fd, /*flush=*/false);
+  }
+
+  void read_signals() {
+    unsigned char sigs[64];
+    const ssize_t n = ::read(signal_fd_, sigs, sizeof sigs);
+    for (ssize_t i = 0; i < n; ++i) {
+      const int sig = sigs[i];
+      if (sig == SIGCHLD) continue;  // reap() runs next
+      if (outcome_.interrupted) {
+        signal_all(kids_, SIGKILL);  // a second Ctrl-C: no more waiting
+        continue;
+      }
+      outcome_.interrupted = true;
+      outcome_.interrupt_signal = sig;
+      signal_all(kids_, sig == SIGHUP ? SIGTERM : sig);
+      stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(options_.grace_seconds));
+    }
+  }
+
+  void reap() {
+    for (size_t k = 0; k < kids_.size(); ++k) {
+      Child& c = kids_[k];
+      int status = 0;
+      if (!c.running || ::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      c.running = false;
+      ChildExit e;
+      e.rank = c.rank;
+      e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      e.code = e.signal ? 128 + e.signal : WEXITSTATUS(status);
+      e.seconds = std::chrono::duration<double>(Clock::now() - c.started).count();
+      outcome_.exits[k] = e;
+      if (e.code != 0 && !outcome_.failed && !outcome_.interrupted && !stopping_) {
+        outcome_.failed = true;
+        outcome_.first_failure = e;
+        stopping_ = true;
+        signal_all(kids_, SIGTERM);
+        stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(options_.grace_seconds));
+      }
+    }
+  }
+
+  void escalate() {
+    if ((stopping_ || outcome_.interrupted) && !killed_ && Clock::now() > stop_deadline_) {
+      signal_all(kids_, SIGKILL);
+      killed_ = true;
+    }
+  }
+
+  GroupOptions options_;
+  int signal_fd_;
+  std::vector<Child> kids_;
+  GroupOutcome outcome_;
+  bool stopping_ = false, killed_ = false;
+  Clock::time_point stop_deadline_{};
+};
+
+}  // namespace
+
+GroupOutcome run_group(const std::vector<ChildSpec>& children, const GroupOptions& options) {
+  SignalScope signals;
+  Supervisor supervisor(children, options, signals.fd());
+  return supervisor.run();
+}
+
+}  // namespace xtrain::launch

@@ -1,0 +1,176 @@
+// launch(): plan the ranks, build each rank's command and environment, run the group, and restart
+// it from the latest checkpoint on failure up to --max-restarts times, saying why each time.
+#include "xtrain/launch/launcher.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "xtrain/base/error.h"
+#include "xtrain/base/threads.h"
+#include "xtrain/launch/child_group.h"
+#include "xtrain/launch/rank_plan.h"
+#include "xtrain/launch/remote.h"
+
+extern char** environ;
+
+namespace xtrain::launch {
+namespace fs = std::filesystem;
+namespace {
+
+// The launcher's own messages go where the ranks' stderr goes (one write per line).
+void say(int fd, const std::string& message) {
+  const std::string line = "launch: " + message + "\n";
+  (void)!::write(fd, line.data(), line.size());
+}
+
+Env inherited_environment() {
+  Env env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  TORCH_CHECK(n > 0, "launch: cannot resolve /proc/self/exe: ", std::strerror(errno));
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+RankPlan make_plan(const LaunchOptions& o) {
+  if (!o.hostfile.empty()) {
+    XTRAIN_USAGE_CHECK(o.node_rank == 0, "launch: --node-rank is for one launcher per node; with --hostfile one",
+                       " launcher starts every host");
+    const auto nodes = select_slots(read_hostfile(o.hostfile), o.include, o.exclude, o.nnodes, o.nproc_per_node);
+    return plan_hosts(nodes, o.master_addr, o.master_port);
+  }
+  XTRAIN_USAGE_CHECK(o.include.empty() && o.exclude.empty(), "launch: --include/--exclude need --hostfile");
+  return plan_node(o.nproc_per_node > 0 ? o.nproc_per_node : 1, o.nnodes > 0 ? o.nnodes : 1, o.node_rank,
+                   o.master_addr.empty() ? "127.0.0.1" : o.master_addr, o.master_port);
+}
+
+// Variables a remote rank gets besides its rank variables (ssh does not carry our environment).
+bool forwarded(const std::string& name) {
+  for (const char* prefix : {"XTRAIN_", "OMP_", "GLOO_", "NCCL_", "OPENBLAS_", "MKL_", "CUDA_", "TORCH_"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return name == "GLIBC_TUNABLES";
+}
+
+std::vector<ChildSpec> build_children(const RankPlan& plan, const std::vector<std::string>& command, int attempt) {
+  const Env inherited = inherited_environment();
+  const int cores = available_cores();
+  std::vector<ChildSpec> out;
+  for (const auto& slot : plan.ranks) {
+    Env env = rank_environment(slot, plan, cores, inherited);
+    // What OpenMP/OpenBLAS/glibc read when they load (base/threads.h), so ranks need no re-exec.
+    for (auto& [k, v] : threads::loader_environment(std::max(1, std::atoi(env["OMP_NUM_THREADS"].c_str())))) {
+      env.emplace(k, v);
+    }
+    env["XTRAIN_RESTART_COUNT"] = std::to_string(attempt);
+    ChildSpec spec;
+    spec.rank = slot.rank;
+    if (attempt > 0) spec.unset.push_back("XTRAIN_FAULT_AT_STEP");  // inject a fault once
+    if (slot.host.empty()) {
+      spec.argv = command;
+      spec.env = env;
+    } else {
+      std::vector<std::pair<std::string, std::string>> remote;
+      for (const auto& [k, v] : inherited) {
+        if (forwarded(k) && !env.count(k) && !(attempt > 0 && k == "XTRAIN_FAULT_AT_STEP")) remote.emplace_back(k, v);
+      }
+      for (const auto& kv : env) remote.push_back(kv);
+      spec.argv = ssh_argv(slot.host, fs::current_path().string(), remote, command);
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+std::string describe_plan(const RankPlan& plan) {
+  int remote = 0;
+  for (const auto& r : plan.ranks) remote += !r.host.empty();
+  return c10::str("starting ", plan.ranks.size(), " of ", plan.world_size, " ranks (", plan.nnodes,
+                  plan.nnodes == 1 ? " node" : " nodes", remote ? c10::str(", ", remote, " over ssh") : std::string(),
+                  "), master ", plan.master_addr, ":", plan.master_port);
+}
+
+}  // namespace
+
+std::optional<std::string> output_dir_of(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if ((args[i] == "--output" || args[i] == "-o") && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind("--output=", 0) == 0) return args[i].substr(9);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> restart_args(const std::vector<std::string>& args, bool has_checkpoint) {
+  std::vector<std::string> out = args;
+  if (has_checkpoint && std::find(out.begin(), out.end(), "--resume") == out.end()) out.push_back("--resume");
+  return out;
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  std::ifstream in(fs::path(run_dir) / "checkpoints" / "latest");
+  std::string tag;
+  if (in) std::getline(in, tag);
+  return tag;
+}
+
+int launch(const LaunchOptions& o) {
+  XTRAIN_USAGE_CHECK(!o.args.empty(), "launch: give the command after --, e.g. xtrain launch --nproc-per-node 2 --",
+                     " train --config ds_config.json");
+  XTRAIN_USAGE_CHECK(o.max_restarts >= 0, "launch: --max-restarts must be >= 0, got ", o.max_restarts);
+  const RankPlan plan = make_plan(o);
+  const auto run_dir = output_dir_of(o.args);
+  XTRAIN_USAGE_CHECK(o.max_restarts == 0 || run_dir, "launch: --max-restarts needs the train command's --output",
+                     " RUN_DIR: a restart resumes from RUN_DIR/checkpoints/latest");
+  std::vector<std::string> command{o.program.empty() ? self_executable() : o.program};
+  command.insert(command.end(), o.args.begin(), o.args.end());
+  say(o.err_fd, describe_plan(plan));
+  for (int attempt = 0;; ++attempt) {
+    const auto outcome = run_group(build_children(plan, command, attempt), {o.grace_seconds, o.out_fd, o.err_fd});
+    if (outcome.interrupted) {
+      say(o.err_fd, c10::str("interrupted by SIG", ::sigabbrev_np(outcome.interrupt_signal), "; every rank stopped"));
+      return 128 + outcome.interrupt_signal;
+    }
+    if (!outcome.failed) return 0;
+    const auto& f = outcome.first_failure;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", f.seconds);
+    const std::string why = c10::str("rank ", f.rank, " ", describe_exit(f), " after ", secs, " s");
+    if (attempt >= o.max_restarts) {
+      say(o.err_fd, why + (o.max_restarts ? c10::str("; no restarts left (--max-restarts ", o.max_restarts, ")")
+                                          : std::string("; the other ranks were stopped")));
+      return f.code;
+    }
+    const std::string tag = latest_checkpoint(*run_dir);
+    say(o.err_fd, c10::str(why, "; the other ranks were stopped; restart ", attempt + 1, "/", o.max_restarts,
+                           tag.empty() ? std::string(" from the start (no checkpoint yet)")
+                                       : " from the latest checkpoint (" + tag + ")"));
+    command.resize(1);
+    const auto next = restart_args(o.args, !tag.empty());
+    command.insert(command.end(), next.begin(), next.end());
+  }
+}
+
+}  // namespace xtrain::launch

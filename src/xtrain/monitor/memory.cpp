@@ -1,0 +1,33 @@
+#include "xtrain/monitor/memory.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace xtrain::monitor {
+
+int64_t rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long long size = 0, resident = 0;  // in pages
+  const int n = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::map<std::string, double> memory_metrics(const std::map<std::string, int64_t>& area_bytes) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::map<std::string, double> m = {{"memory/rss_mb", static_cast<double>(rss_bytes()) / kMiB},
+                                     {"memory/peak_rss_mb", static_cast<double>(peak_rss_bytes()) / kMiB}};
+  for (const auto& [name, bytes] : area_bytes) m["memory/" + name + "_mb"] = static_cast<double>(bytes) / kMiB;
+  return m;
+}
+
+}  // namespace xtrain::monitor
