@@ -22,6 +22,7 @@ namespace xtrain::threads {
 namespace {
 
 constexpr const char* kMarker = "XTRAIN_LOADER_ENV";
+constexpr const char* kMarkerSet = "XTRAIN_LOADER_ENV_SET";  // the names the re-exec set
 // 2^4 cycles: OpenBLAS workers go to sleep almost at once instead of spinning against ATen's.
 constexpr const char* kOpenBlasTimeout = "4";
 // glibc 2.35+: malloc's own large chunks get transparent huge pages (helps when the pool is off).
@@ -102,16 +103,28 @@ std::vector<std::pair<std::string, std::string>> loader_environment(int threads)
   return out;
 }
 
+std::vector<std::string> variables_set_by_reexec() {
+  std::vector<std::string> out;
+  std::string list = current(kMarkerSet);
+  for (size_t start = 0; start < list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 void ensure_loader_environment(int argc, char** argv) {
   if (current(kMarker) == "1" || current("XTRAIN_NO_REEXEC") == "1" || argc < 1) return;
-  bool changed = false;
+  std::string changed;
   for (const auto& [name, value] : loader_environment(decide().threads)) {
     if (current(name) == value) continue;
     setenv(name.c_str(), value.c_str(), 1);
-    changed = true;
+    changed += (changed.empty() ? "" : ",") + name;
   }
-  if (!changed) return;
+  if (changed.empty()) return;
   setenv(kMarker, "1", 1);
+  setenv(kMarkerSet, changed.c_str(), 1);  // so `xtrain launch` can tell them from the user's
   execv("/proc/self/exe", argv);
   // Still here: exec failed. Run on with the libraries as they loaded (slower, not wrong).
   std::fprintf(stderr, "xtrain: could not re-execute with the thread environment (%s); continuing\n",

@@ -44,5 +44,8 @@ std::vector<std::pair<std::string, std::string>> loader_environment(int threads)
 // and execv's /proc/self/exe with the same arguments, once (marker: XTRAIN_LOADER_ENV=1); returns
 // when nothing needs doing, when the marker is set, when XTRAIN_NO_REEXEC=1, or when exec fails.
 void ensure_loader_environment(int argc, char** argv);
+// The variables ensure_loader_environment set in this process (not the user's): the launcher
+// decides those afresh for its ranks (its own thread count is not theirs).
+std::vector<std::string> variables_set_by_reexec();
 
 }  // namespace xtrain::threads

@@ -7,6 +7,7 @@
 #include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
+#include "xtrain/comm/rank_info.h"
 #include "xtrain/data/dataset.h"
 #include "xtrain/engine/run_dir.h"
 #include "xtrain/engine/trainer.h"
@@ -19,10 +20,15 @@ namespace fs = std::filesystem;
 config::Loaded load_run_config(const TrainRequest& request, const std::string& run_dir) {
   config::LoadOptions options;
   options.overrides = request.overrides;
-  options.world_size = env::get_int_or("WORLD_SIZE", 1);
+  options.world_size = comm::rank_info_from_env().world_size;  // torchrun, Slurm or Open MPI
   if (!request.config_path.empty()) return config::load(request.config_path, options);
   const std::string saved = run_dir.empty() ? "" : (fs::path(run_dir) / "config.json").string();
-  if (request.resume && !saved.empty() && fs::exists(saved)) return config::load(saved, options);
+  if (request.resume && !saved.empty() && fs::exists(saved)) {
+    // The saved config is resolved for the world size it ran at: keep its global and micro batch
+    // and re-derive the accumulation steps, so a resume on a different number of ranks works.
+    options.overrides.insert(options.overrides.begin(), "gradient_accumulation_steps=auto");
+    return config::load(saved, options);
+  }
   return config::load_text(default_config_text(), options, "configs/default.json");
 }
 
@@ -49,7 +55,10 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) 
   XTRAIN_USAGE_CHECK(fs::exists(config_path), "no run at ", run_dir, " (", config_path,
                      " is missing; runs live under runs/ by default)");
   TrainedRun run;
-  run.config = config::load(config_path, {}).config;
+  config::LoadOptions options;  // one process: the batch size of a data-parallel run is re-derived
+  options.overrides = {"train_batch_size=auto"};
+  options.quiet = true;
+  run.config = config::load(config_path, options).config;
   torch::manual_seed(run.config.trainer.seed);
   run.model = models::build_model(run.config.model);
   checkpoint::CheckpointReader reader((fs::path(run_dir) / "checkpoints").string(), tag);

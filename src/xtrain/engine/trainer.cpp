@@ -5,13 +5,16 @@
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
+#include "xtrain/base/env.h"
 #include "xtrain/checkpoint/store.h"
+#include "xtrain/comm/communicator.h"
 #include "xtrain/data/loader.h"
 #include "xtrain/engine/engine.h"
 #include "xtrain/engine/run_dir.h"
@@ -37,11 +40,24 @@ struct Setup {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<data::Loader> train_loader;
   bool text = true;
+  comm::RankInfo rank;                       // who this process is (single process: rank 0 of 1)
+  std::shared_ptr<comm::Communicator> comm;  // the data-parallel group
+  bool lead() const { return rank.rank == 0; }
 };
 
-Setup build(const config::Config& cfg) {
+// Joins the data-parallel group when started as one of several ranks (launcher, srun, mpirun).
+std::shared_ptr<comm::Communicator> join_group(const comm::RankInfo& rank, const config::Config& cfg) {
+  if (rank.world_size <= 1) return comm::Communicator::single();
+  log::info("distributed: ", rank.describe());
+  return comm::Communicator::create(rank, cfg.comm);
+}
+
+Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
+            std::shared_ptr<comm::Communicator> group = nullptr) {
   Setup s;
   s.config = cfg;
+  s.rank = rank;
+  s.comm = group ? std::move(group) : comm::Communicator::single();
   s.data = data::open_datasets(cfg.data, cfg.model.seq_len, data::default_cache_dir());
   const auto info = s.data.train->info();
   s.text = info.kind == "text";
@@ -68,11 +84,13 @@ Setup build(const config::Config& cfg) {
   auto forward = s.model.forward;
   auto loss = s.loss;
   s.engine = std::make_unique<Engine>(
-      s.model.module, [forward, loss](const data::Batch& b) { return loss(forward(b.input), b.target); }, s.config);
+      s.model.module, [forward, loss](const data::Batch& b) { return loss(forward(b.input), b.target); }, s.config,
+      s.comm);
   const int64_t micro = *cfg.engine.train_micro_batch_size_per_gpu;
+  // Each rank draws its own deterministic shard of every epoch's permutation.
   s.train_loader = std::make_unique<data::Loader>(
-      s.data.train, data::DistributedSampler(s.data.train->size(), cfg.trainer.seed, 0, 1), micro,
-      cfg.data.prefetch);
+      s.data.train, data::DistributedSampler(s.data.train->size(), cfg.trainer.seed, rank.rank, rank.world_size),
+      micro, cfg.data.prefetch);
   return s;
 }
 
@@ -128,15 +146,39 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
 
 namespace {
 
+std::string trainer_state_file(int rank) { return rank == 0 ? "trainer.json" : c10::str("trainer_rank", rank, ".json"); }
+
+// XTRAIN_FAULT_AT_STEP=<k>:<rank> / XTRAIN_FAULT_IN_SAVE=<k>:<rank>: that rank kills itself with
+// SIGKILL after step k / while saving step k's checkpoint, after writing its files and before the
+// commit (tests of elastic recovery and of crash-safe checkpoints; the launcher passes them to the
+// first attempt only).
+bool fault_due(const char* variable, int64_t step, int rank) {
+  const std::string v = env::get_or(variable, "");
+  if (v.empty()) return false;
+  const auto colon = v.find(':');
+  const int64_t at = std::stoll(v.substr(0, colon));
+  const int who = colon == std::string::npos ? 0 : std::stoi(v.substr(colon + 1));
+  if (step != at || rank != who) return false;
+  log::error(variable, ": rank ", rank, " kills itself at step ", step);
+  return true;
+}
+
+// Every rank writes its part; after a barrier rank 0 commits the manifest (with the world size)
+// and prunes. Until the commit, `latest` still names the previous checkpoint.
 void save(Setup& s, const std::string& run_dir) {
   const std::string root = (fs::path(run_dir) / "checkpoints").string();
-  checkpoint::CheckpointWriter writer(root, "global_step" + std::to_string(s.engine->global_steps()));
+  checkpoint::CheckpointWriter writer(root, "global_step" + std::to_string(s.engine->global_steps()), s.rank.rank);
   s.engine->save_checkpoint(writer);
-  writer.write_text("trainer.json", trainer_state_json(s.train_loader->state()));
-  writer.write_text("config.json", config::to_json(s.config));
+  writer.write_text(trainer_state_file(s.rank.rank), trainer_state_json(s.train_loader->state()));
+  if (s.lead()) writer.write_text("config.json", config::to_json(s.config));
   writer.finish_rank();
-  writer.commit();
-  checkpoint::prune(root, s.config.trainer.keep_checkpoints);
+  if (fault_due("XTRAIN_FAULT_IN_SAVE", s.engine->global_steps(), s.rank.rank)) std::raise(SIGKILL);
+  s.comm->barrier();
+  if (s.lead()) {
+    writer.commit("{}", s.rank.world_size);
+    checkpoint::prune(root, s.config.trainer.keep_checkpoints);
+  }
+  s.comm->barrier();  // nobody starts the next step (or exits) before the checkpoint is committed
 }
 
 void resume(Setup& s, const std::string& run_dir) {
@@ -145,7 +187,16 @@ void resume(Setup& s, const std::string& run_dir) {
                      " has no checkpoint (checkpoints/latest is missing)");
   checkpoint::CheckpointReader reader(root);
   s.engine->load_checkpoint(reader);
-  s.train_loader->set_state(restore_trainer_state(reader.read_text("trainer.json")));
+  const std::string mine = trainer_state_file(s.rank.rank);
+  if (reader.has_file(mine)) {
+    s.train_loader->set_state(restore_trainer_state(reader.read_text(mine)));
+  } else {  // saved by fewer ranks: this rank starts its shard of the saved epoch afresh
+    auto state = restore_trainer_state(reader.read_text("trainer.json"));
+    log::warn("resume: ", mine, " is not in the checkpoint (saved by a different number of ranks); rank ",
+              s.rank.rank, " restarts its data shard of epoch ", state.epoch);
+    state.position = 0;
+    s.train_loader->set_state(state);
+  }
   log::info("resumed from ", reader.dir(), " at step ", s.engine->global_steps());
 }
 
@@ -256,9 +307,14 @@ void run_step(Setup& s, monitor::RunMonitor& mon) {
   } while (!s.engine->step());
 }
 
+
 }  // namespace
 
 TrainResult train(const TrainRequest& request) {
+  const comm::RankInfo rank = comm::rank_info_from_env();
+  log::Settings ls = log::settings();
+  ls.rank = rank.rank;
+  log::configure(ls);
   std::string run_dir = request.output;
   if (request.resume && run_dir.empty()) {
     const auto probe = load_run_config(request, "");
@@ -269,27 +325,33 @@ TrainResult train(const TrainRequest& request) {
   auto loaded = load_run_config(request, run_dir);
   for (const auto& w : loaded.warnings) log::warn(w);
   for (const auto& n : loaded.notes) log::info("config: ", n);
-  if (run_dir.empty()) {
-    run_dir = new_run_dir_name(loaded.config.trainer.output, loaded.config.trainer.name, loaded.config.model.type);
+  auto group = join_group(rank, loaded.config);
+  if (run_dir.empty()) {  // rank 0 names the run (its clock); the others follow
+    if (rank.rank == 0) {
+      run_dir = new_run_dir_name(loaded.config.trainer.output, loaded.config.trainer.name, loaded.config.model.type);
+    }
+    if (group->distributed()) run_dir = comm::broadcast_string(*group, run_dir);
   }
   const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
   XTRAIN_USAGE_CHECK(request.resume || checkpoint::latest_tag(ckpt_root).empty(), "run directory ", run_dir,
                      " already has checkpoints: add --resume to continue it, or choose another --output");
-  fs::create_directories(run_dir);
+  if (rank.rank == 0) fs::create_directories(run_dir);
   if (loaded.config.trainer.threads > 0) at::set_num_threads(static_cast<int>(loaded.config.trainer.threads));
-  Setup s = build(loaded.config);
-  write_file_atomic((fs::path(run_dir) / "config.json").string(), config::to_json(s.config) + "\n");
+  Setup s = build(loaded.config, rank, group);
+  if (s.lead()) write_file_atomic((fs::path(run_dir) / "config.json").string(), config::to_json(s.config) + "\n");
+  s.comm->barrier();  // the run directory exists for every rank
   if (request.resume) resume(s, run_dir);
   log_start(s, run_dir);
 
   const auto& c = s.config;
-  monitor::RunMonitor mon(monitor_options(s), run_dir, config::to_json(s.config), s.engine->global_steps());
+  monitor::RunMonitor mon(monitor_options(s), s.lead() ? run_dir : "", config::to_json(s.config),
+                          s.engine->global_steps());
   s.engine->set_stage_timer(&mon.timer());
   monitor::MetricSink& metrics = mon.sinks();
   const int64_t steps = c.trainer.steps;
   const int64_t log_every = c.trainer.log_interval > 0 ? c.trainer.log_interval : c.engine.steps_per_print;
   const double work_per_step = static_cast<double>(*c.engine.train_batch_size) * (s.text ? c.model.seq_len : 1);
-  monitor::Progress progress(s.text ? "tok" : "samples", steps, c.engine.steps_per_print, true);
+  monitor::Progress progress(s.text ? "tok" : "samples", steps, c.engine.steps_per_print, s.lead());
   std::vector<double> losses;
   s.engine->train(true);
   int64_t last_saved = request.resume ? s.engine->global_steps() : -1;
@@ -338,6 +400,7 @@ TrainResult train(const TrainRequest& request) {
       save(s, run_dir);
       last_saved = st.step;
     }
+    if (fault_due("XTRAIN_FAULT_AT_STEP", st.step, s.rank.rank)) std::raise(SIGKILL);
   }
   progress.finish();
   TrainResult result;
@@ -348,7 +411,7 @@ TrainResult train(const TrainRequest& request) {
   result.final_eval = evaluate(s.model, *s.data.val, c, c.trainer.eval_batches);
   mon.write_eval(result.steps, result.final_eval.loss, result.final_eval.accuracy);
   if (last_saved != result.steps) save(s, run_dir);
-  if (s.text && c.trainer.generate.tokens > 0) result.sample = sample_text(s.model, c);
+  if (s.lead() && s.text && c.trainer.generate.tokens > 0) result.sample = sample_text(s.model, c);
   log::info("done: ", result.steps, " steps in ", monitor::format_duration(progress.elapsed()), " | train loss ",
             fmt(result.final_train_loss), " | ", describe_eval(result.final_eval, s.text), " | ",
             monitor::format_rate(result.tokens_per_second), s.text ? " tok/s" : " samples/s");

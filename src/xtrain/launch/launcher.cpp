@@ -39,6 +39,8 @@ Env inherited_environment() {
     const auto eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  for (const auto& name : threads::variables_set_by_reexec()) env.erase(name);
+  env.erase("XTRAIN_LOADER_ENV_SET");
   return env;
 }
 
@@ -88,14 +90,17 @@ std::vector<ChildSpec> build_children(const RankPlan& plan, const std::vector<st
     env["XTRAIN_RESTART_COUNT"] = std::to_string(attempt);
     ChildSpec spec;
     spec.rank = slot.rank;
-    if (attempt > 0) spec.unset.push_back("XTRAIN_FAULT_AT_STEP");  // inject a fault once
+    if (attempt > 0) {  // inject a fault once
+      spec.unset.push_back("XTRAIN_FAULT_AT_STEP");
+      spec.unset.push_back("XTRAIN_FAULT_IN_SAVE");
+    }
     if (slot.host.empty()) {
       spec.argv = command;
       spec.env = env;
     } else {
       std::vector<std::pair<std::string, std::string>> remote;
       for (const auto& [k, v] : inherited) {
-        if (forwarded(k) && !env.count(k) && !(attempt > 0 && k == "XTRAIN_FAULT_AT_STEP")) remote.emplace_back(k, v);
+        if (forwarded(k) && !env.count(k) && !(attempt > 0 && k.rfind("XTRAIN_FAULT_", 0) == 0)) remote.emplace_back(k, v);
       }
       for (const auto& kv : env) remote.push_back(kv);
       spec.argv = ssh_argv(slot.host, fs::current_path().string(), remote, command);

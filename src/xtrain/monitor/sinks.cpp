@@ -21,6 +21,7 @@ std::unique_ptr<MultiSink> make_sinks(const SinkOptions& tensorboard, const Sink
                                       const std::string& run_dir, double flush_secs, const std::string& config_text,
                                       int64_t step) {
   auto sinks = std::make_unique<MultiSink>();
+  if (run_dir.empty()) return sinks;  // a rank that does not write metrics (only rank 0 does)
   fs::create_directories(run_dir);
   sinks->add(std::make_unique<JsonlSink>((fs::path(run_dir) / "metrics.jsonl").string()));
   if (tensorboard.enabled) {

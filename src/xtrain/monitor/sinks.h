@@ -17,6 +17,7 @@ std::string csv_dir(const SinkOptions& csv_monitor, const std::string& run_dir);
 
 // `config_text` (the resolved config), when given, goes to TensorBoard only, as the "config" text
 // at `step`: metrics.jsonl stays numbers and events, and config.json already holds it.
+// run_dir "": no sinks (ranks other than 0).
 std::unique_ptr<MultiSink> make_sinks(const SinkOptions& tensorboard, const SinkOptions& csv_monitor,
                                       const std::string& run_dir, double flush_secs = 10.0,
                                       const std::string& config_text = "", int64_t step = 0);
