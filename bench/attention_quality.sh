@@ -4,8 +4,6 @@
 # attention (kernel "auto": CausalSelfAttention), dense through the fused flash-style CPU kernel,
 # and multi-scale attention (windows 8,16,32,64: one head each). Prints each run's final validation
 # loss (and bits/byte) and median training tokens/s, and the ratios against dense.
-# Needs the GPT integration (Block built through nn::make_attention, GPT passing
-# ModelOptions::attention; config no longer rejecting attention.type=multiscale).
 #   BUILD_DIR=/work/main/build STEPS=300 BATCH=8 bench/attention_quality.sh
 # BUILD_DIR defaults to ./build; XTRAIN=<binary> uses an already built program.
 set -euo pipefail

@@ -1,6 +1,7 @@
 // GPT against tests/reference/gen_gpt.py (the same network in plain PyTorch): logits, loss and
 // every gradient, tied and untied heads, dropout in train/eval, GPT-2 init, generate() against
-// PyTorch's greedy and sampled continuations.
+// PyTorch's greedy and sampled continuations; xtrain.model.attention (multiscale with windows as
+// long as the context, and dense through a named kernel, are that same network).
 #include <ATen/Functions.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include "xtrain/models/generate.h"
 #include "xtrain/models/gpt.h"
 #include "xtrain/nn/losses.h"
+#include "xtrain/nn/multiscale_attention.h"
 
 namespace xtrain::models {
 namespace {
@@ -171,8 +173,80 @@ TEST(Gpt, RejectsBadShapesWithTheConfigKey) {
   EXPECT_NE(heads.find("xtrain.model.heads"), std::string::npos) << heads;
   EXPECT_NE(heads.find("d_model"), std::string::npos) << heads;
   o = fixture_options();
-  o.attention.type = "multiscale";
+  o.attention.type = "sparse";
   EXPECT_NE(usage_error([&] { GPT g(o); }).find("xtrain.model.attention.type"), std::string::npos);
+  o.attention.type = "multiscale";
+  o.attention.windows = {8, 16, 32};  // 4 heads cannot split into 3 groups
+  const auto groups = usage_error([&] { GPT g(o); });
+  EXPECT_NE(groups.find("heads (4)"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("xtrain.model.attention.windows"), std::string::npos) << groups;
+  o.attention.windows = {8, 0};
+  EXPECT_NE(usage_error([&] { GPT g(o); }).find("windows[1] = 0"), std::string::npos);
+  o.attention.windows = {8, 16};
+  o.attention.kernel = "ms_fused_cpux";
+  GPT typo(o);
+  const auto kernel = usage_error([&] { typo->forward(fixture().at("idx")); });
+  EXPECT_NE(kernel.find("did you mean 'ms_fused_cpu'"), std::string::npos) << kernel;
+}
+
+GPT gpt_with_attention(const std::string& type, std::vector<int64_t> windows, const std::string& kernel = "auto") {
+  ModelOptions o = fixture_options();
+  o.attention.type = type;
+  o.attention.windows = std::move(windows);
+  o.attention.kernel = kernel;
+  GPT gpt(o);
+  load_parameters(*gpt, with_prefix(fixture(), "param."));  // same names and shapes as dense
+  return gpt;
+}
+
+void expect_fixture_logits_and_gradients(GPT& gpt, const std::string& what) {
+  const auto logits = gpt->forward(fixture().at("idx"));
+  expect_close(logits, fixture().at("logits"), kRtol, kLogitAtol, what + " logits");
+  lm_loss(logits).backward();
+  for (const auto& p : gpt->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << what << " " << p.key();
+    expect_close(p.value().grad(), fixture().at("grad." + p.key()), kRtol, kGradAtol, what + " grad of " + p.key());
+  }
+}
+
+// A window >= seq_len (16) puts every earlier position of every query in level 0: multi-scale
+// attention is then exactly dense causal attention, so the PyTorch fixture applies unchanged (the
+// fused kernel's online softmax rounds differently: the same fp32 tolerances hold).
+TEST(Gpt, MultiscaleWithWindowsAsLongAsTheContextMatchesPyTorch) {
+  for (const auto& windows : {std::vector<int64_t>{16}, std::vector<int64_t>{16, 40}}) {
+    auto gpt = gpt_with_attention("multiscale", windows);
+    expect_fixture_logits_and_gradients(gpt, "multiscale windows " + std::to_string(windows.size()));
+  }
+}
+
+TEST(Gpt, DenseThroughANamedKernelMatchesPyTorch) {
+  for (const std::string kernel : {"dense_flash_cpu", "dense_composite"}) {
+    auto gpt = gpt_with_attention("dense", {}, kernel);
+    expect_fixture_logits_and_gradients(gpt, kernel);
+  }
+}
+
+// Windows 2 and 4 (two heads each): queries 0-2 still see every position one by one in both
+// groups (dense logits), query 3 on pools [0, 2) in the window-2 heads (different logits); every
+// block runs the fused multi-scale kernel, and no logit depends on a later token.
+TEST(Gpt, MultiscaleWithShortWindowsPoolsAndStaysCausal) {
+  auto gpt = gpt_with_attention("multiscale", {2, 4});
+  for (size_t i = 0; i < gpt->blocks->size(); ++i) {
+    auto* attn = gpt->blocks[i]->as<nn::BlockImpl>()->attn.ptr()->as<nn::MultiScaleAttentionImpl>();
+    ASSERT_NE(attn, nullptr) << "blocks." << i << ".attn";
+    EXPECT_EQ(attn->windows(), (std::vector<int64_t>{2, 4}));
+    EXPECT_EQ(attn->kernel_for(at::zeros({2, 16, 32})), "ms_fused_cpu");
+  }
+  const auto& idx = fixture().at("idx");
+  const auto logits = gpt->forward(idx);
+  const auto& dense = fixture().at("logits");
+  expect_close(logits.narrow(1, 0, 3), dense.narrow(1, 0, 3), kRtol, kLogitAtol, "positions 0-2");
+  EXPECT_GT((logits.narrow(1, 3, 1) - dense.narrow(1, 3, 1)).abs().max().item<double>(), 1e-4) << "position 3";
+  auto changed = idx.clone();
+  changed.select(1, 10).add_(1).remainder_(fixture_options().vocab);
+  const auto after = gpt->forward(changed);
+  expect_close(after.narrow(1, 0, 10), logits.narrow(1, 0, 10), 1e-6, 1e-7, "positions before the change");
+  EXPECT_GT((after.select(1, 10) - logits.select(1, 10)).abs().max().item<double>(), 1e-4) << "position 10";
 }
 
 std::vector<int64_t> to_vector(const at::Tensor& t) {

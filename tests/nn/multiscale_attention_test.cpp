@@ -1,7 +1,8 @@
 // MultiScaleAttention and make_attention: the module equals qkv -> the dense masked reference ->
 // proj (forward and parameter gradients), is causal, has CausalSelfAttention's parameter names
 // (weights load either way), and reports bad arguments by name; make_attention builds what the
-// config asks for.
+// config asks for (and names xtrain.model.attention.type when it cannot); dropout acts in training
+// only.
 #include <ATen/Functions.h>
 #include <gtest/gtest.h>
 
@@ -126,6 +127,31 @@ TEST(MakeAttention, BuildsWhatTheConfigAsks) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("xtrain.model.attention.windows"), std::string::npos) << e.what();
   }
+  o.type = "sparse";
+  try {
+    make_attention(32, 4, 64, 0.0, o);
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("xtrain.model.attention.type"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"sparse\""), std::string::npos) << e.what();
+  }
+}
+
+// Dropout on the attention weights and the output: two training passes differ, evaluation equals
+// the same weights without dropout.
+TEST(MultiScaleAttention, DropoutActsInTrainingOnly) {
+  torch::manual_seed(24);
+  MultiScaleAttention plain(32, 4, {4, 8}, true, 0.0);
+  MultiScaleAttention dropped(32, 4, {4, 8}, true, 0.3);
+  for (auto& p : dropped->named_parameters()) p.value().data().copy_(plain->named_parameters()[p.key()]);
+  const auto x = at::randn({2, 40, 32});
+  const auto reference = plain->forward(x);
+  dropped->train();
+  const auto a = dropped->forward(x), b = dropped->forward(x);
+  EXPECT_FALSE(at::allclose(a, reference)) << "training must apply dropout";
+  EXPECT_FALSE(at::allclose(a, b)) << "two dropout masks must differ";
+  dropped->eval();
+  expect_close(dropped->forward(x), reference, 0, 0, "eval with dropout 0.3 vs dropout 0");
 }
 
 }  // namespace

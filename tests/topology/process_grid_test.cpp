@@ -56,6 +56,66 @@ TEST(ProcessGrid, CoordinatesRoundTripAndGroupsPartitionTheWorld) {
   }
 }
 
+// Hand-computed tables (rank -> coordinates worked out on paper from the strides the order gives).
+TEST(ProcessGrid, TwoByTwoByTwoTable) {
+  const ProcessGrid g(8, /*tp=*/2, /*pp=*/2, "tp-dp-pp");  // strides: tp 1, dp 2, pp 4
+  const std::vector<Coord> table = {{0, 0, 0}, {0, 0, 1}, {1, 0, 0}, {1, 0, 1},
+                                    {0, 1, 0}, {0, 1, 1}, {1, 1, 0}, {1, 1, 1}};  // {dp, pp, tp}
+  for (int64_t r = 0; r < 8; ++r) {
+    EXPECT_EQ(g.coord(r), table[r]) << r;
+    EXPECT_EQ(g.rank(table[r]), r);
+  }
+  EXPECT_EQ(g.groups(Axis::kTensor), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(g.groups(Axis::kData), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(g.groups(Axis::kPipeline), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(g.groups({Axis::kTensor, Axis::kPipeline}), (Groups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  EXPECT_EQ(g.groups({Axis::kData, Axis::kTensor}), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(g.embedding_groups(), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(g.next_stage_rank(0), 4);
+  EXPECT_EQ(g.next_stage_rank(4), 0);  // wraps
+  EXPECT_EQ(g.prev_stage_rank(5), 1);
+  EXPECT_TRUE(g.is_first_stage(3));
+  EXPECT_TRUE(g.is_last_stage(6));
+  EXPECT_FALSE(g.is_last_stage(2));
+}
+
+TEST(ProcessGrid, TensorThreePipelineTwoWithDataOutermost) {
+  const ProcessGrid g(12, /*tp=*/3, /*pp=*/2, "tp-pp-dp");  // strides: tp 1, pp 3, dp 6
+  EXPECT_EQ(g.size(Axis::kData), 2);
+  EXPECT_EQ(g.coord(7), (Coord{1, 0, 1}));
+  EXPECT_EQ(g.coord(5), (Coord{0, 1, 2}));
+  EXPECT_EQ(g.groups(Axis::kTensor), (Groups{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9, 10, 11}}));
+  EXPECT_EQ(g.groups(Axis::kPipeline), (Groups{{0, 3}, {1, 4}, {2, 5}, {6, 9}, {7, 10}, {8, 11}}));
+  EXPECT_EQ(g.groups(Axis::kData), (Groups{{0, 6}, {1, 7}, {2, 8}, {3, 9}, {4, 10}, {5, 11}}));
+  EXPECT_EQ(g.groups({Axis::kTensor, Axis::kPipeline}), (Groups{{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11}}));
+  EXPECT_EQ(g.next_stage_rank(7), 10);
+  EXPECT_EQ(g.prev_stage_rank(7), 10);  // two stages: both neighbours are the other stage
+}
+
+TEST(ProcessGrid, PipelineFourDataTwo) {
+  const ProcessGrid g(8, /*tp=*/1, /*pp=*/4, "tp-dp-pp");  // strides: dp 1, pp 2
+  EXPECT_EQ(g.groups(Axis::kPipeline), (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}}));
+  EXPECT_EQ(g.groups(Axis::kData), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(g.groups(Axis::kTensor), (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  EXPECT_EQ(g.embedding_groups(), (Groups{{0, 6}, {1, 7}}));
+  const std::vector<int64_t> next = {2, 3, 4, 5, 6, 7, 0, 1}, prev = {6, 7, 0, 1, 2, 3, 4, 5};
+  for (int64_t r = 0; r < 8; ++r) {
+    EXPECT_EQ(g.next_stage_rank(r), next[r]) << r;
+    EXPECT_EQ(g.prev_stage_rank(r), prev[r]) << r;
+    EXPECT_EQ(g.pipeline_peer(r, 4), r) << r;
+  }
+}
+
+TEST(ProcessGrid, PipelineFastestOrder) {
+  const ProcessGrid g(6, /*tp=*/1, /*pp=*/3, "pp-dp-tp");  // strides: pp 1, dp 3
+  EXPECT_EQ(g.groups(Axis::kPipeline), (Groups{{0, 1, 2}, {3, 4, 5}}));
+  EXPECT_EQ(g.groups(Axis::kData), (Groups{{0, 3}, {1, 4}, {2, 5}}));
+  EXPECT_EQ(g.embedding_groups(), (Groups{{0, 2}, {3, 5}}));
+  EXPECT_EQ(g.axis_rank(Axis::kPipeline, 4), 1);
+  EXPECT_EQ(g.axis_rank(Axis::kData, 4), 1);
+  EXPECT_EQ(ProcessGrid(4, /*tp=*/2, /*pp=*/1).embedding_groups(), (Groups{{0}, {1}, {2}, {3}}));
+}
+
 TEST(ProcessGrid, BadSizesAndOrdersNameTheKey) {
   try {
     ProcessGrid(6, 4, 1);

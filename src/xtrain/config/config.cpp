@@ -248,15 +248,12 @@ std::vector<std::string> unsupported_features(const Config& c) {
           c.zero_optimization.zero_quantized_nontrainable_weights || c.zero_optimization.zero_hpz_partition_size > 1,
       "zero_optimization.zero_quantized_* (ZeRO++)");
   add(c.zero_optimization.mics_shard_size > 0, "zero_optimization.mics_shard_size");
-  add(c.activation_checkpointing.enabled, "activation_checkpointing.enabled");
   add(c.wandb.enabled, "wandb.enabled");
   add(c.comet.enabled, "comet.enabled");
   add(c.comms_logger.enabled, "comms_logger.enabled");
   add(c.engine.sparse_gradients, "sparse_gradients");
-  add(c.curriculum_learning.enabled, "curriculum_learning.enabled");
   add(c.pipeline.stages > 1, "pipeline.stages");
   add(c.tensor_parallel.size > 1, "tensor_parallel.size");
-  add(c.model.attention.type == "multiscale", "xtrain.model.attention.type=multiscale");
   return out;
 }
 

@@ -110,15 +110,18 @@ bool Engine::step() {
 
 // The fixed sequence of an optimizer step; the strategy supplies reduce, step and gather.
 void Engine::optimizer_step() {
-  auto timed = timer_->scope("optimizer");  // a data-parallel reduce will open "communication" inside
+  auto timed = timer_->scope("optimizer");  // the reduce inside is timed as "communication"
   last_ = StepStats{};
   last_.step = ++global_steps_;
   last_.loss = mean_over_ranks(loss_count_ ? loss_sum_ / static_cast<double>(loss_count_) : 0.0);
   last_.loss_scale = scaler_.scale();
   loss_sum_ = 0.0;
   loss_count_ = 0;
-  // reduce: gradients averaged over data-parallel ranks.
-  strategy_->reduce();
+  // reduce: gradients averaged over data-parallel ranks (what overlap did not already finish).
+  {
+    auto comm_timed = timer_->scope("communication");
+    strategy_->reduce();
+  }
   // unscale/check: the norm of the scaled gradients; inf/NaN anywhere makes it non-finite.
   const double scaled_norm = std::sqrt(strategy_->grad_norm_squared());
   const bool overflow = policy_.loss_scaling && !std::isfinite(scaled_norm);

@@ -9,16 +9,19 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
 #include "xtrain/base/env.h"
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/comm/communicator.h"
+#include "xtrain/data/curriculum.h"
 #include "xtrain/data/loader.h"
 #include "xtrain/engine/engine.h"
 #include "xtrain/engine/run_dir.h"
 #include "xtrain/kernels/gemm.h"
+#include "xtrain/models/gpt_checkpointing.h"
 #include "xtrain/monitor/progress.h"
 #include "xtrain/monitor/run_monitor.h"
 #include "xtrain/nn/losses.h"
@@ -39,6 +42,7 @@ struct Setup {
   std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> loss;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<data::Loader> train_loader;
+  std::optional<data::CurriculumScheduler> curriculum;  // curriculum_learning.enabled: seqlen per step
   bool text = true;
   comm::RankInfo rank;                       // who this process is (single process: rank 0 of 1)
   std::shared_ptr<comm::Communicator> comm;  // the data-parallel group
@@ -80,6 +84,15 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
   if (cfg.tf32.enabled) log::info("tf32: enabled in the config; it only affects CUDA matmuls (this run is on CPU)");
   torch::manual_seed(cfg.trainer.seed);
   s.model = models::build_model(mo);
+  // No-op unless activation_checkpointing.enabled; UsageError for a model other than gpt.
+  models::apply_activation_checkpointing(*s.model.module, cfg.activation_checkpointing);
+  if (cfg.curriculum_learning.enabled) {
+    XTRAIN_USAGE_CHECK(s.text, "config: curriculum_learning (seqlen) needs text data (xtrain.data.type=text)");
+    XTRAIN_USAGE_CHECK(cfg.curriculum_learning.max_difficulty <= mo.seq_len,
+                       "config: curriculum_learning.max_difficulty (", cfg.curriculum_learning.max_difficulty,
+                       ") must be <= xtrain.model.seq_len (", mo.seq_len, ")");
+    s.curriculum.emplace(cfg.curriculum_learning);
+  }
   s.loss = nn::make_loss(cfg.loss);
   auto forward = s.model.forward;
   auto loss = s.loss;
@@ -293,6 +306,9 @@ void run_step(Setup& s, monitor::RunMonitor& mon) {
       auto timed = mon.timer().scope("data");
       batch = s.train_loader->next();
     }
+    // DeepSpeed: update_difficulty(global_steps + 1) before every training forward; the model sees
+    // tokens[:, :seqlen] (every micro-batch of one optimizer step gets the same length).
+    if (s.curriculum) batch = data::truncate_to_seqlen(batch, s.curriculum->update(step));
     if (profile) mon.start_profile(*s.model.module);
     const at::Tensor loss = s.engine->forward(batch);
     if (profile) {
@@ -350,7 +366,11 @@ TrainResult train(const TrainRequest& request) {
   monitor::MetricSink& metrics = mon.sinks();
   const int64_t steps = c.trainer.steps;
   const int64_t log_every = c.trainer.log_interval > 0 ? c.trainer.log_interval : c.engine.steps_per_print;
-  const double work_per_step = static_cast<double>(*c.engine.train_batch_size) * (s.text ? c.model.seq_len : 1);
+  // Tokens (or samples) per optimizer step; a sequence-length curriculum shortens them.
+  auto work_per_step = [&] {
+    const int64_t T = s.curriculum ? s.curriculum->current() : c.model.seq_len;
+    return static_cast<double>(*c.engine.train_batch_size) * (s.text ? T : 1);
+  };
   monitor::Progress progress(s.text ? "tok" : "samples", steps, c.engine.steps_per_print, s.lead());
   std::vector<double> losses;
   s.engine->train(true);
@@ -369,7 +389,7 @@ TrainResult train(const TrainRequest& request) {
     }
     const double step_mfu = mon.mfu(progress.rate());
     if (step_mfu > 0) fields.emplace_back("mfu", fmt(100 * step_mfu, 3) + "%");
-    progress.update(st.step, work_per_step, fields);
+    progress.update(st.step, work_per_step(), fields);
     for (const auto& m : s.engine->take_scaler_messages()) {
       progress.message("fp16: " + m);
       metrics.write_text(st.step, "precision/loss_scaler", m);
@@ -382,7 +402,7 @@ TrainResult train(const TrainRequest& request) {
     report.loss_scale = s.engine->loss_scaler().enabled() ? st.loss_scale : 0.0;
     report.skipped_steps = s.engine->skipped_steps();
     report.samples = s.engine->global_samples();
-    report.units = work_per_step;
+    report.units = work_per_step();
     const bool log_now = st.step % log_every == 0 || st.step == steps;
     if (log_now) report.memory_bytes = s.engine->memory_bytes();
     mon.end_step(report, log_now);

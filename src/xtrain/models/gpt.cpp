@@ -22,8 +22,6 @@ void check_options(const ModelOptions& o) {
   XTRAIN_USAGE_CHECK(o.vocab > 0, "models: xtrain.model.vocab must be > 0, got ", o.vocab);
   XTRAIN_USAGE_CHECK(o.dropout >= 0 && o.dropout < 1, "models: xtrain.model.dropout must be in [0, 1), got ",
                      o.dropout);
-  XTRAIN_USAGE_CHECK(o.attention.type == "dense", "models: not supported yet: xtrain.model.attention.type=\"",
-                     o.attention.type, "\" (gpt has dense attention)");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -39,7 +37,7 @@ GPTImpl::GPTImpl(const ModelOptions& options) : options_(options) {
   wpe = register_module("wpe", nn::Embedding(options.seq_len, C));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.layers; ++i) {
-    blocks->push_back(nn::Block(C, options.heads, options.seq_len, options.dropout));
+    blocks->push_back(nn::Block(C, options.heads, options.seq_len, options.dropout, options.attention));
   }
   ln_f = register_module("ln_f", nn::LayerNorm(C));
   if (!options.tie_embeddings) lm_head = register_module("lm_head", nn::Linear(C, options.vocab, /*bias=*/false));

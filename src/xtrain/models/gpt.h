@@ -20,8 +20,9 @@ namespace xtrain::models {
 
 class GPTImpl : public torch::nn::Module {
  public:
-  // Sizes from `options` (layers, d_model, heads, seq_len, vocab, dropout, tie_embeddings);
-  // UsageError on a bad size or an attention type other than "dense". Deterministic given
+  // Sizes from `options` (layers, d_model, heads, seq_len, vocab, dropout, tie_embeddings) and the
+  // attention of every block (`attention`: dense or multiscale, windows, kernel; the parameters are
+  // the same either way); UsageError on a bad size, window or kernel name. Deterministic given
   // torch::manual_seed before construction.
   explicit GPTImpl(const ModelOptions& options);
 

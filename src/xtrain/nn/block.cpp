@@ -3,17 +3,21 @@
 // temporary per add; x + y and y + x round identically.
 #include "xtrain/nn/block.h"
 
+#include "xtrain/nn/attention_factory.h"
+
 namespace xtrain::nn {
 
-BlockImpl::BlockImpl(int64_t C, int64_t NH, int64_t max_T, double dropout) {
+BlockImpl::BlockImpl(int64_t C, int64_t NH, int64_t max_T, double dropout,
+                     const models::AttentionOptions& attention) {
   ln1 = register_module("ln1", LayerNorm(C));
-  attn = register_module("attn", CausalSelfAttention(C, NH, max_T, dropout));
+  attn = make_attention(C, NH, max_T, dropout, attention);
+  register_module("attn", attn.ptr());
   ln2 = register_module("ln2", LayerNorm(C));
   mlp = register_module("mlp", Mlp(C, dropout));
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x) {
-  auto h = attn->forward(ln1->forward(x)).add_(x);
+  auto h = attn.forward(ln1->forward(x)).add_(x);
   return mlp->forward(ln2->forward(h)).add_(h);
 }
 

@@ -103,6 +103,28 @@ std::vector<std::vector<int64_t>> ProcessGrid::groups(const std::vector<Axis>& a
   return out;
 }
 
+int64_t ProcessGrid::pipeline_peer(int64_t rank, int64_t offset) const {
+  Coord c = coord(rank);
+  const int64_t stages = size(Axis::kPipeline);
+  c.pp = ((c.pp + offset) % stages + stages) % stages;
+  return this->rank(c);
+}
+
+std::vector<std::vector<int64_t>> ProcessGrid::embedding_groups() const {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& pipeline : groups(Axis::kPipeline)) {
+    // groups() lists each group in ascending rank; order it by stage to pick the ends.
+    std::vector<int64_t> ends{pipeline.front(), pipeline.front()};
+    for (int64_t r : pipeline) {
+      if (is_first_stage(r)) ends[0] = r;
+      if (is_last_stage(r)) ends[1] = r;
+    }
+    if (ends[0] == ends[1]) ends.pop_back();
+    out.push_back(std::move(ends));
+  }
+  return out;
+}
+
 std::string ProcessGrid::describe() const {
   return c10::str("world ", world_, " = dp ", size(Axis::kData), " x pp ", size(Axis::kPipeline), " x tp ",
                   size(Axis::kTensor), " (order ", order_, ")");

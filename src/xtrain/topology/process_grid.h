@@ -47,6 +47,18 @@ class ProcessGrid {
   std::vector<std::vector<int64_t>> groups(const std::vector<Axis>& axes) const;
   std::vector<std::vector<int64_t>> groups(Axis axis) const { return groups(std::vector<Axis>{axis}); }
 
+  // Pipeline neighbours: the rank holding stage pp + offset of `rank`'s pipeline group, modulo the
+  // number of stages (Megatron's next/prev rank wrap around: the last stage's next is the first).
+  int64_t pipeline_peer(int64_t rank, int64_t offset) const;
+  int64_t next_stage_rank(int64_t rank) const { return pipeline_peer(rank, 1); }
+  int64_t prev_stage_rank(int64_t rank) const { return pipeline_peer(rank, -1); }
+  bool is_first_stage(int64_t rank) const { return coord(rank).pp == 0; }
+  bool is_last_stage(int64_t rank) const { return coord(rank).pp == size(Axis::kPipeline) - 1; }
+  // The ranks that hold the tied embedding: first and last stage of each pipeline group (one rank
+  // when pp = 1), ordered as groups(kPipeline) — Megatron's embedding groups, whose gradients are
+  // all-reduced to keep wte equal on both ends.
+  std::vector<std::vector<int64_t>> embedding_groups() const;
+
   std::string describe() const;  // "world 8 = dp 2 x pp 2 x tp 2 (order tp-dp-pp)"
 
  private:

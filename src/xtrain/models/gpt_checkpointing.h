@@ -1,0 +1,20 @@
+// Activation checkpointing applied to a GPT: a block runner (GPTImpl::set_block_runner) that wraps
+// the blocks nn::is_checkpointed selects in nn::checkpoint. The model's forward is unchanged; with
+// grad off (eval, generate) blocks run plainly, since there is no graph to save.
+#pragma once
+#include <torch/nn/module.h>
+
+#include "xtrain/models/gpt.h"
+#include "xtrain/nn/options.h"
+
+namespace xtrain::models {
+
+// Installs the checkpointing runner on `gpt` when options.enabled (replacing any runner), and
+// leaves it untouched otherwise. UsageError for options nn::checkpoint_options rejects.
+void apply_activation_checkpointing(GPTImpl& gpt, const nn::ActivationCheckpointingOptions& options);
+
+// The same for a type-erased model (models::Model::module): UsageError when checkpointing is
+// enabled and the module is not a GPT (only its blocks are checkpoint units).
+void apply_activation_checkpointing(torch::nn::Module& module, const nn::ActivationCheckpointingOptions& options);
+
+}  // namespace xtrain::models
