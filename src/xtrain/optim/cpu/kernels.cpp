@@ -38,45 +38,15 @@ using V = VecAvx512;
 #pragma GCC pop_options
 
 namespace {
-
-Isa detect_isa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq")) {
-    return Isa::kAvx512;
-  }
-  // Every AVX2 CPU also has F16C (Haswell, Zen).
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-  return Isa::kScalar;
+base::IsaSwitch& isa_switch() {
+  static base::IsaSwitch s("optim");
+  return s;
 }
-
-std::atomic<int>& active_slot() {
-  static std::atomic<int> slot{static_cast<int>(best_isa())};
-  return slot;
-}
-
 }  // namespace
 
-Isa best_isa() {
-  static const Isa best = detect_isa();
-  return best;
-}
-
-Isa active_isa() { return static_cast<Isa>(active_slot().load(std::memory_order_relaxed)); }
-
-Isa force_isa(Isa isa) {
-  TORCH_CHECK(static_cast<int>(isa) <= static_cast<int>(best_isa()), "optim: this CPU cannot run the ",
-              isa_name(isa), " kernels (best: ", isa_name(best_isa()), ")");
-  return static_cast<Isa>(active_slot().exchange(static_cast<int>(isa)));
-}
-
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx2: return "avx2";
-    default: return "scalar";
-  }
-}
+Isa best_isa() { return base::best_cpu_isa(); }
+Isa active_isa() { return isa_switch().active(); }
+Isa force_isa(Isa isa) { return isa_switch().force(isa); }
 
 #define XTRAIN_OPTIM_DISPATCH(fn, ...)                                   \
   switch (active_isa()) {                                                \

@@ -9,14 +9,16 @@
 #include <cstdint>
 #include <utility>
 
+#include "xtrain/base/cpu_isa.h"
+
 namespace xtrain::optim::cpu {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+using base::Isa;
+using base::isa_name;
 Isa best_isa();    // the widest this CPU supports
 Isa active_isa();  // the one in use (best_isa() unless forced)
 // Tests and benchmarks: use `isa` (must be <= best_isa()); returns the previous one.
 Isa force_isa(Isa isa);
-const char* isa_name(Isa isa);
 
 // Views of the flat buffers (all `numel` long); indices passed to the kernels are absolute.
 struct FlatBuffers {

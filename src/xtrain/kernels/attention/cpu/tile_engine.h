@@ -8,13 +8,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "xtrain/base/cpu_isa.h"
+
 namespace xtrain::kernels::attention::cpu {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+using base::Isa;
+using base::isa_name;
 Isa best_isa();
 Isa active_isa();
 Isa force_isa(Isa isa);  // tests and benchmarks; must be <= best_isa(); returns the previous one
-const char* isa_name(Isa isa);
 
 // Rows [row0, row0 + rows) of one head's key arrays, seen by one query block. Query q of the block
 // sees rows [row0 + lo[q], row0 + hi[q]) (lo == hi: none); lo and hi hold a whole number of 16-lane
