@@ -1,13 +1,32 @@
 // `xtrain ckpt …` and `xtrain config`: checkpoint utilities and the config reference.
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/cli/subcommands.h"
+#include "xtrain/base/error.h"
 #include "xtrain/config/config.h"
+#include "xtrain/zero/shard_io.h"
 
 namespace xtrain::cli {
+
+namespace {
+// A checkpoint tag folder (has manifest.json), a checkpoints root or a run directory -> (root, tag).
+std::pair<std::string, std::string> resolve_checkpoint(std::string path) {
+  namespace fs = std::filesystem;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (fs::is_regular_file(path + "/manifest.json")) {
+    const fs::path p(path);
+    return {p.has_parent_path() ? p.parent_path().string() : ".", p.filename().string()};
+  }
+  for (const std::string& root : {path, path + "/checkpoints"}) {
+    if (!checkpoint::latest_tag(root).empty()) return {root, ""};
+  }
+  XTRAIN_USAGE_ERROR("ckpt: ", path, " is neither a checkpoint folder, a checkpoints root nor a run directory");
+}
+}  // namespace
 
 Command add_ckpt(CLI::App& app) {
   auto* cmd = app.add_subcommand("ckpt", "Checkpoint utilities");
@@ -15,7 +34,17 @@ Command add_ckpt(CLI::App& app) {
   auto* fp = cmd->add_subcommand("fingerprint", "One hex digest over every model and optimizer tensor");
   auto path = std::make_shared<std::string>();
   fp->add_option("path", *path, "a run directory, a checkpoints folder, or one checkpoint tag folder")->required();
-  return {cmd, [path] {
+  auto* cons = cmd->add_subcommand("consolidate", "One full fp32 checkpoint from a sharded (ZeRO) one, loadable by a "
+                                                  "single process (DeepSpeed's zero_to_fp32)");
+  auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
+  cons->add_option("path", *in, "a run directory, a checkpoints folder, or one checkpoint tag folder")->required();
+  cons->add_option("out", *out, "checkpoints folder to write (the same tag, plus `latest`)")->required();
+  return {cmd, [path, cons, in, out] {
+            if (cons->parsed()) {
+              const auto [root, tag] = resolve_checkpoint(*in);
+              std::cout << zero::write_consolidated(checkpoint::CheckpointReader(root, tag), *out) << std::endl;
+              return 0;
+            }
             std::cout << checkpoint::fingerprint(*path) << std::endl;
             return 0;
           }};

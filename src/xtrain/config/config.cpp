@@ -241,8 +241,8 @@ std::vector<std::string> unsupported_features(const Config& c) {
     if (on) out.emplace_back(key);
   };
   add(c.fp16.fp16_master_weights_and_grads, "fp16.fp16_master_weights_and_grads");
-  add(c.zero_optimization.stage > 0, "zero_optimization.stage");
-  add(c.zero_optimization.offload_optimizer.device != "none", "zero_optimization.offload_optimizer.device");
+  add(c.zero_optimization.stage > 2, "zero_optimization.stage=3");
+  add(c.zero_optimization.offload_optimizer.device == "nvme", "zero_optimization.offload_optimizer.device=nvme");
   add(c.zero_optimization.offload_param.device != "none", "zero_optimization.offload_param.device");
   add(c.zero_optimization.zero_quantized_weights || c.zero_optimization.zero_quantized_gradients ||
           c.zero_optimization.zero_quantized_nontrainable_weights || c.zero_optimization.zero_hpz_partition_size > 1,

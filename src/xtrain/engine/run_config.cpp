@@ -13,6 +13,7 @@
 #include "xtrain/engine/trainer.h"
 #include "xtrain/models/generate.h"
 #include "xtrain/models/gpt.h"
+#include "xtrain/zero/shard_io.h"
 
 namespace xtrain {
 namespace fs = std::filesystem;
@@ -65,7 +66,8 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) 
   run.checkpoint_dir = reader.dir();
   at::NoGradGuard no_grad;
   std::map<std::string, at::Tensor> weights;
-  for (auto& [name, t] : reader.read_tensors("model.pt")) weights[name] = t;
+  // Stage 0 writes model.pt; ZeRO stages write shards, consolidated here (fp32).
+  for (auto& [name, t] : zero::consolidate(reader, /*with_optimizer=*/false).model) weights[name] = t;
   auto restore = [&](const std::string& name, at::Tensor target) {
     auto it = weights.find(name);
     XTRAIN_USAGE_CHECK(it != weights.end(), "checkpoint ", reader.dir(), " has no tensor for ", name);

@@ -28,6 +28,7 @@
 #include "xtrain/precision/policy.h"
 #include "xtrain/sched/lr_finder.h"
 #include "xtrain/sched/schedule.h"
+#include "xtrain/zero/memory_estimate.h"
 
 namespace xtrain {
 namespace fs = std::filesystem;
@@ -120,6 +121,15 @@ void log_start(const Setup& s, const std::string& run_dir) {
             " lr ", c.optimizer.lr(), c.scheduler.type.empty() ? "" : " | schedule " + c.scheduler.type,
             " | threads ", at::get_num_threads());
   log::info("precision: ", s.engine->precision().describe());
+  // Model states per rank: measured, next to the ZeRO paper's formula for this stage and size.
+  int64_t measured = 0;
+  for (const auto& [area, bytes] : s.engine->memory_bytes()) measured += area == "nvme" ? 0 : bytes;
+  const int64_t state_floats = c.optimizer.type == "SGD" ? 1 : 2;
+  const auto est = zero::estimate_memory(c.zero_optimization.stage, s.engine->num_parameters(), c.dp_world_size,
+                                         c10::elementSize(s.engine->precision().param_dtype), state_floats);
+  auto mb = [](int64_t bytes) { return c10::str(std::round(bytes / 1e5) / 10); };
+  log::info("memory: model states ", mb(measured), " MB per rank (ZeRO stage ", c.zero_optimization.stage,
+            " formula: ", mb(est.total()), " MB)");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/comm/communicator.h"
 #include "xtrain/parallel/data/bucket_reducer.h"
+#include "xtrain/zero/shard_io.h"
 
 namespace xtrain::zero {
 
@@ -162,27 +163,21 @@ void copy_checked(const std::map<std::string, at::Tensor>& from, const std::stri
 }
 }  // namespace
 
+// Any checkpoint: stage 0's files, or a sharded one from any stage and world size (consolidated).
 void ReplicatedStrategy::load(const checkpoint::CheckpointReader& reader, bool load_optimizer) {
   at::NoGradGuard no_grad;
-  std::map<std::string, at::Tensor> model;
-  for (auto& [k, v] : reader.read_tensors("model.pt")) model[k] = v;
+  const auto full = consolidate(reader, load_optimizer);
+  std::map<std::string, at::Tensor> model(full.model.begin(), full.model.end());
   for (const auto& slot : layout_.slots) copy_checked(model, slot.name, master_.narrow(0, slot.offset, slot.numel), "model.pt");
   if (options_.param_dtype != at::kFloat) model_params_.copy_(master_);
   zero_grads();
   if (!load_optimizer) return;
-  std::map<std::string, at::Tensor> state;
-  for (auto& [k, v] : reader.read_tensors("optimizer.pt")) state[k] = v;
+  std::map<std::string, at::Tensor> state(full.optimizer.begin(), full.optimizer.end());
   for (const auto& [state_name, flat] : optimizer_->state()) {
     for (const auto& slot : layout_.slots) {
       copy_checked(state, state_name + "/" + slot.name, flat.narrow(0, slot.offset, slot.numel), "optimizer.pt");
     }
   }
-}
-
-std::unique_ptr<Strategy> make_strategy(NamedParams params, std::shared_ptr<torch::nn::Module> module,
-                                        const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp) {
-  XTRAIN_USAGE_CHECK(options.zero.stage == 0, "zero: not supported yet: zero_optimization.stage ", options.zero.stage);
-  return std::make_unique<ReplicatedStrategy>(std::move(params), options, std::move(dp));
 }
 
 }  // namespace xtrain::zero

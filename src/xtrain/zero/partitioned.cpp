@@ -1,0 +1,254 @@
+#include "xtrain/zero/partitioned.h"
+
+#include <ATen/Functions.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "xtrain/base/error.h"
+#include "xtrain/checkpoint/store.h"
+#include "xtrain/parallel/data/bucket_plan.h"
+#include "xtrain/zero/shard_io.h"
+
+namespace xtrain::zero {
+namespace {
+
+struct GradReadyHook : torch::autograd::FunctionPostHook {
+  GradReadyHook(PartitionedStrategy* owner, int slot) : owner_(owner), slot_(slot) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    owner_->on_grad(slot_);
+    return outputs;
+  }
+  PartitionedStrategy* owner_;
+  int slot_;
+};
+
+int64_t bytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
+
+}  // namespace
+
+PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptions& options,
+                                         std::shared_ptr<comm::Communicator> dp)
+    : options_(options), dp_(std::move(dp)), named_(std::move(params)), rank_(dp_->rank()) {
+  const int64_t stage = options_.zero.stage;
+  TORCH_INTERNAL_ASSERT(stage == 1 || stage == 2);
+  XTRAIN_USAGE_CHECK(options_.zero.reduce_bucket_size > 0, "zero: reduce_bucket_size must be > 0, got ",
+                     options_.zero.reduce_bucket_size, " (zero_optimization.reduce_bucket_size)");
+  std::vector<bool> no_decay;
+  for (const auto& [name, p] : named_) no_decay.push_back(options_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
+  const auto units = stage == 1 ? std::vector<int>(named_.size(), 0) : units_by_size(named_, options_.zero.reduce_bucket_size);
+  sl_ = make_shard_layout(named_, no_decay, units, dp_->size(), options_.alignment);
+  const auto dtype = options_.param_dtype;
+  reduce_dtype_ = dtype == at::kFloat || options_.grad_accum_dtype == at::kFloat ? at::kFloat : dtype;
+  const auto scaling = parallel::gradient_scaling(dp_->size(), options_.prescale_gradients,
+                                                  options_.gradient_predivide_factor);
+  pre_ = dp_->distributed() ? scaling.pre : 1.0;
+  post_ = dp_->distributed() ? scaling.post : 1.0;
+
+  at::NoGradGuard no_grad;
+  {  // rank 0's initial values, then each rank keeps its fp32 shard
+    auto full = at::zeros({sl_.flat.numel}, at::kFloat);
+    for (size_t i = 0; i < named_.size(); ++i) {
+      const auto& s = sl_.flat.slots[i];
+      full.narrow(0, s.offset, s.numel).copy_(named_[i].second.reshape({-1}));
+    }
+    if (dp_->distributed()) dp_->broadcast(full, 0);
+    master_ = at::empty({sl_.shard_numel()}, at::kFloat);
+    for (size_t u = 0; u < sl_.units.size(); ++u) {
+      const auto& unit = sl_.units[u];
+      master_.narrow(0, unit.local, unit.shard).copy_(full.narrow(0, sl_.owned_begin(u, rank_), unit.shard));
+    }
+    for (size_t i = 0; i < named_.size(); ++i) {
+      const auto& s = sl_.flat.slots[i];
+      named_[i].second.set_data(full.narrow(0, s.offset, s.numel).view(s.shape).clone());
+    }
+  }
+  model_params_ = at::zeros({sl_.flat.numel}, dtype);
+  bind_params(named_, sl_.flat, model_params_);
+  segments_ = sl_.local_segments(rank_);
+  optimizer_ = optim::make_optimizer(options_.optimizer);
+  optimizer_->init_state(sl_.shard_numel());
+
+  if (stage == 1) {
+    grads_ = at::zeros({sl_.flat.numel}, dtype);
+    bind_grads(named_, sl_.flat, grads_);
+    if (reduce_dtype_ != dtype) grad_acc_ = at::zeros({sl_.flat.numel}, reduce_dtype_);
+    const auto& src = grad_acc_.defined() ? grad_acc_ : grads_;
+    part_grad_ = src.narrow(0, sl_.owned_begin(0, rank_), sl_.units[0].shard);  // reduced in place
+    return;
+  }
+  part_grad_ = at::zeros({sl_.shard_numel()}, reduce_dtype_);
+  staging_.resize(sl_.units.size());
+  for (size_t i = 0; i < named_.size(); ++i) {
+    auto node = torch::autograd::impl::grad_accumulator(named_[i].second);
+    const uintptr_t key = node->add_post_hook(std::make_unique<GradReadyHook>(this, static_cast<int>(i)));
+    hooks_.emplace_back(std::move(node), key);
+  }
+  before_backward(true);
+}
+
+PartitionedStrategy::~PartitionedStrategy() {
+  for (auto& [node, key] : hooks_) node->del_post_hook(key);
+  for (auto& f : inflight_) {
+    try {
+      f.work.wait();
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+std::string PartitionedStrategy::describe() const {
+  return c10::str("ZeRO stage ", options_.zero.stage, ": optimizer state", options_.zero.stage == 2 ? " and gradients" : "",
+                  " partitioned over ", dp_->size(), " data-parallel ranks (", sl_.units.size(), " units, ",
+                  sl_.shard_numel(), " elements per rank)",
+                  options_.zero.offload_optimizer.device == "cpu" ? "; optimizer state and step on the CPU" : "");
+}
+
+void PartitionedStrategy::before_backward(bool /*boundary*/) {
+  if (options_.zero.stage != 2) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.clear();
+  for (const auto& u : sl_.units) pending_.push_back(u.end_slot - u.first_slot);
+  ready_.assign(named_.size(), 0);
+  launched_ = 0;
+}
+
+// Stage 2: the gradient moves into its unit's staging buffer and .grad is released.
+void PartitionedStrategy::on_grad(int i) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& p = named_[i].second;
+  const at::Tensor g = p.grad();
+  if (!g.defined()) return;
+  TORCH_CHECK(!ready_[i], "zero: parameter ", named_[i].first, " got a second gradient before its bucket was "
+              "reduced; run one backward per micro-batch through the engine");
+  const int u = sl_.unit_of_slot[i];
+  const auto& unit = sl_.units[u];
+  if (!staging_[u].defined()) staging_[u] = at::zeros({unit.numel}, reduce_dtype_);
+  const auto& s = sl_.flat.slots[i];
+  staging_[u].narrow(0, s.offset - unit.begin, s.numel).copy_(g.reshape({-1}));
+  p.mutable_grad() = at::Tensor();
+  ready_[i] = 1;
+  --pending_[u];
+  launch_ready();
+}
+
+void PartitionedStrategy::launch_ready() {
+  const size_t n = sl_.units.size();
+  while (launched_ < n && pending_[n - 1 - launched_] == 0) launch(n - 1 - launched_++);
+}
+
+void PartitionedStrategy::launch(size_t u) {
+  const auto& unit = sl_.units[u];
+  if (!staging_[u].defined()) staging_[u] = at::zeros({unit.numel}, reduce_dtype_);  // no gradient arrived
+  InFlight f{u, std::move(staging_[u]), at::empty({unit.shard}, reduce_dtype_), comm::Work()};
+  staging_[u] = at::Tensor();
+  if (pre_ != 1.0) f.staging.mul_(pre_);
+  f.work = dp_->reduce_scatter(f.staging, f.out, comm::ReduceOp::kSum, /*async=*/true);
+  inflight_.push_back(std::move(f));
+  drain(options_.zero.overlap_comm > 0 ? 2 : 0);  // overlap: two buckets in flight bound the staging memory
+}
+
+void PartitionedStrategy::drain(size_t keep) {
+  while (inflight_.size() > keep) {
+    auto f = std::move(inflight_.front());
+    inflight_.pop_front();
+    f.work.wait();
+    const auto& unit = sl_.units[f.unit];
+    part_grad_.narrow(0, unit.local, unit.shard).add_(f.out);
+  }
+}
+
+void PartitionedStrategy::after_backward(bool /*boundary*/) {
+  at::NoGradGuard no_grad;
+  if (options_.zero.stage == 2) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t n = sl_.units.size();
+    while (launched_ < n) launch(n - 1 - launched_++);
+    drain(0);
+    return;
+  }
+  if (grad_acc_.defined()) {  // mixed precision: fp32 accumulation after every micro-batch
+    grad_acc_.add_(grads_);
+    grads_.zero_();
+  }
+}
+
+// Stage 1: one in-place reduce-scatter of the whole buffer (the communicator's ring reads slice r of
+// the input only in its last step, element by element, so the output may alias it).
+void PartitionedStrategy::reduce() {
+  at::NoGradGuard no_grad;
+  if (options_.zero.stage == 1) {
+    auto& src = grad_acc_.defined() ? grad_acc_ : grads_;
+    if (pre_ != 1.0) src.mul_(pre_);
+    dp_->reduce_scatter(src, part_grad_, comm::ReduceOp::kSum);
+  }
+  if (post_ != 1.0) part_grad_.mul_(post_);
+}
+
+double PartitionedStrategy::grad_norm_squared() {
+  auto n = part_grad_.to(at::kFloat).norm().to(at::kDouble).pow(2).reshape({1});
+  if (dp_->distributed()) dp_->all_reduce(n, comm::ReduceOp::kSum);
+  return n.item<double>();
+}
+
+void PartitionedStrategy::step(const StepHyper& h) {
+  optim::StepInputs in;
+  in.params = master_;
+  in.grads = part_grad_;
+  in.grad_scale = h.grad_scale;
+  in.segments = &segments_;
+  in.groups = h.groups;
+  in.beta1_override = h.beta1_override;
+  in.beta2_override = h.beta2_override;
+  at::NoGradGuard no_grad;
+  optimizer_->step(in);
+  std::vector<comm::Work> works;
+  for (size_t u = 0; u < sl_.units.size(); ++u) {  // own shard into the model's dtype, then all-gather
+    const auto& unit = sl_.units[u];
+    auto own = model_params_.narrow(0, sl_.owned_begin(u, rank_), unit.shard);
+    own.copy_(master_.narrow(0, unit.local, unit.shard));
+    works.push_back(dp_->all_gather(own, model_params_.narrow(0, unit.begin, unit.numel), /*async=*/true));
+  }
+  for (auto& w : works) w.wait();
+}
+
+void PartitionedStrategy::zero_grads() {
+  if (grads_.defined()) grads_.zero_();
+  if (grad_acc_.defined()) grad_acc_.zero_();
+  part_grad_.zero_();
+}
+
+std::string PartitionedStrategy::optimizer_name() const { return optimizer_->name(); }
+int64_t PartitionedStrategy::optimizer_step_count() const { return optimizer_->step_count(); }
+void PartitionedStrategy::set_optimizer_step_count(int64_t n) { optimizer_->set_step_count(n); }
+
+MemoryReport PartitionedStrategy::memory() const {
+  MemoryReport r;
+  r.param_bytes = bytes(model_params_);
+  r.grad_bytes = options_.zero.stage == 1 ? bytes(grads_) + bytes(grad_acc_) : bytes(part_grad_);
+  r.master_bytes = bytes(master_);
+  for (auto& [name, t] : optimizer_->state()) r.optimizer_bytes += bytes(t);
+  return r;
+}
+
+void PartitionedStrategy::save(checkpoint::CheckpointWriter& writer) const {
+  NamedBuffers buffers{{"master", master_}};
+  for (auto& [name, t] : optimizer_->state()) buffers.emplace_back(name, t);
+  save_shards(writer, sl_, rank_, options_.zero.stage, buffers);
+}
+
+void PartitionedStrategy::load(const checkpoint::CheckpointReader& reader, bool load_optimizer) {
+  at::NoGradGuard no_grad;
+  const auto full = consolidate(reader, load_optimizer);
+  NamedBuffers buffers{{"master", master_}};
+  if (load_optimizer) {
+    for (auto& [name, t] : optimizer_->state()) buffers.emplace_back(name, t);
+  }
+  load_shards(full, sl_, rank_, buffers);
+  std::map<std::string, at::Tensor> model(full.model.begin(), full.model.end());
+  for (const auto& s : sl_.flat.slots) model_params_.narrow(0, s.offset, s.numel).copy_(model.at(s.name).reshape({-1}));
+  zero_grads();
+}
+
+}  // namespace xtrain::zero

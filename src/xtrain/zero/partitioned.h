@@ -1,0 +1,82 @@
+// ZeRO stages 1 and 2: every rank keeps the full model parameters (the model's dtype) but only its
+// shard of the fp32 master weights and optimizer state (shard_layout.h). Stage 1: gradients go to
+// a full buffer and are reduce-scattered at the accumulation boundary, in place (the whole model is
+// one unit, so a rank's reduced shard is a contiguous slice of that buffer). Stage 2: each bucket's
+// gradients are copied, as autograd produces them, into a staging buffer that is reduce-scattered
+// asynchronously (overlapped with the rest of backward, every micro-batch, as DeepSpeed does) and
+// added to this rank's shard; the parameters' .grad are released at once, so no full gradient
+// exists. After the step each rank's updated shard is all-gathered into every rank's parameters.
+#pragma once
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "xtrain/comm/communicator.h"
+#include "xtrain/zero/shard_layout.h"
+#include "xtrain/zero/strategy.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace xtrain::zero {
+
+class PartitionedStrategy : public Strategy {
+ public:
+  PartitionedStrategy(NamedParams params, const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp);
+  ~PartitionedStrategy() override;
+
+  std::string describe() const override;
+  const FlatLayout& layout() const override { return sl_.flat; }
+  const ShardLayout& shard_layout() const { return sl_; }
+  void before_backward(bool boundary) override;
+  void after_backward(bool boundary) override;
+  void reduce() override;
+  double grad_norm_squared() override;
+  void step(const StepHyper& hyper) override;
+  void zero_grads() override;
+  std::string optimizer_name() const override;
+  int64_t optimizer_step_count() const override;
+  void set_optimizer_step_count(int64_t n) override;
+  void save(checkpoint::CheckpointWriter& writer) const override;
+  void load(const checkpoint::CheckpointReader& reader, bool load_optimizer) override;
+  MemoryReport memory() const override;
+
+  void on_grad(int slot);  // stage 2: slot's gradient is final for this backward
+
+ private:
+  struct InFlight {
+    size_t unit;
+    at::Tensor staging, out;
+    comm::Work work;
+  };
+  void launch_ready();  // caller holds mutex_
+  void launch(size_t unit);
+  void drain(size_t keep);
+
+  StrategyOptions options_;
+  std::shared_ptr<comm::Communicator> dp_;
+  NamedParams named_;
+  ShardLayout sl_;
+  int64_t rank_ = 0;
+  at::ScalarType reduce_dtype_ = at::kFloat;  // gradients are summed and accumulated in this dtype
+  double pre_ = 1.0, post_ = 1.0;             // DeepSpeed's gradient pre/post scaling
+  at::Tensor model_params_;  // full buffer, the model's dtype; the parameters are views of it
+  at::Tensor master_;        // fp32 shard buffer
+  at::Tensor grads_;         // stage 1: the parameters' .grad (full, model dtype)
+  at::Tensor grad_acc_;      // stage 1 mixed precision: full buffer of reduce_dtype_
+  at::Tensor part_grad_;     // this rank's reduced gradients (shard buffer of reduce_dtype_)
+  std::vector<optim::Segment> segments_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  // Stage 2: units launch in reverse layout order (autograd's order), each once all its slots
+  // have their gradient; the same sequence on every rank.
+  std::mutex mutex_;
+  std::vector<at::Tensor> staging_;
+  std::vector<int> pending_;
+  std::vector<char> ready_;
+  size_t launched_ = 0;
+  std::deque<InFlight> inflight_;
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
+};
+
+}  // namespace xtrain::zero
