@@ -25,5 +25,7 @@ Command add_config(CLI::App& app);
 Command add_launch(CLI::App& app);
 Command add_dashboard(CLI::App& app);
 Command add_tune(CLI::App& app);  // cli/tune_command.cpp
+Command add_compress(CLI::App& app);
+Command add_export(CLI::App& app);
 
 }  // namespace xtrain::cli

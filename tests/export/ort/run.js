@@ -1,7 +1,8 @@
 // Runs an ONNX model with ONNX Runtime (onnxruntime-node, CPU) for xtrain's tests and benchmarks.
 // Usage: node run.js spec.json. The spec names the model, one input (raw little-endian file, dtype
-// float32 or int64, dims), the output file to write (raw float32), the threads and how many timed
-// runs to make; stdout gets one JSON line: {"dims": [...], "latency_ms": median, "runs": n}.
+// float32 or int64, dims), the output file to write (raw float32), the threads, how many timed
+// runs to make and optionally the graph optimisation level ("all" by default; "disabled" runs the
+// QDQ graph as written); stdout gets one JSON line: {"dims": [...], "latency_ms": median, "runs": n}.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -12,7 +13,7 @@ async function main() {
   const session = await ort.InferenceSession.create(spec.model, {
     intraOpNumThreads: spec.threads || 1,
     interOpNumThreads: 1,
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: spec.optimization || 'all',
   });
   const raw = fs.readFileSync(spec.input.file);
   const buf = raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength);

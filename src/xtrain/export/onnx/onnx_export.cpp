@@ -46,7 +46,10 @@ ExportReport export_onnx(const compress::Graph& graph, const compress::QuantPlan
                      "let export calibrate one)");
   OnnxBuilder b(o.graph_name, o.opset, o.ir_version);
   const bool tokens = graph.input_kind == "tokens";
-  const int64_t fixed_T = tokens && has_multiscale(graph) && !graph.sample_shape.empty() ? graph.sample_shape[0] : 0;
+  // Multi-scale attention's pooling tables are built for one T: the sample's first dim (tokens {T},
+  // or a standalone attention stack's features {T, C}).
+  const bool seq_input = tokens || graph.sample_shape.size() == 2;
+  const int64_t fixed_T = seq_input && has_multiscale(graph) && !graph.sample_shape.empty() ? graph.sample_shape[0] : 0;
   const auto dims = input_dims(graph, fixed_T);
   ExportReport r;
   r.input_name = tokens ? "idx" : "input";
@@ -64,8 +67,18 @@ ExportReport export_onnx(const compress::Graph& graph, const compress::QuantPlan
   }
   const auto& last = graph.nodes.back();
   const int64_t classes = last.kind == compress::OpKind::kLinear ? last.weight.size(0) : -1;
+  // The output keeps the input's leading dims unless the graph flattens or pools them away
+  // (Linear, attention and the element-wise ops act on the last dim only).
+  bool reduces = false;
+  for (const auto& n : graph.nodes) {
+    reduces |= n.kind == compress::OpKind::kFlatten || n.kind == compress::OpKind::kMeanHW;
+  }
   std::vector<Dim> out_dims = {dims[0]};
-  if (tokens) out_dims.push_back(dims[1]);
+  if (tokens) {
+    out_dims.push_back(dims[1]);
+  } else if (!reduces) {
+    out_dims.insert(out_dims.end(), dims.begin() + 1, dims.end() - 1);
+  }
   out_dims.push_back(classes > 0 ? Dim(classes) : Dim(std::string("features")));
   b.mark_output(ctx.values[graph.output], r.output_name, at::kFloat, out_dims);
   b.save(path);

@@ -1,0 +1,120 @@
+// `xtrain export --run DIR --onnx OUT.onnx [--int8] [--from DIR] [--calibration-batches N]`: the
+// run's model (or its compressed version, <run>/compressed/ when present: pruned shapes, the
+// distilled student, the int8 plan) as an ONNX file (opset 17, IR 8; export/onnx/onnx_export.h).
+// --int8 writes QDQ: with the compressed folder's quant.json when there is one, else after a
+// static calibration on N training batches. Thin: the work is in compress/ and export/.
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "xtrain/base/error.h"
+#include "xtrain/cli/subcommands.h"
+#include "xtrain/compress/artifact.h"
+#include "xtrain/compress/quant/quantize.h"
+#include "xtrain/config/config.h"
+#include "xtrain/data/sampler.h"
+#include "xtrain/engine/trainer.h"
+#include "xtrain/export/onnx/onnx_export.h"
+
+namespace xtrain::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct ExportArgs {
+  std::string run_dir, onnx, from, tag;
+  bool int8 = false;
+  int64_t calibration_batches = 16;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  XTRAIN_USAGE_CHECK(in.good(), "export: cannot read ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The input's one-sample shape from the model alone (the datasets are 1×28×28 images).
+std::vector<int64_t> sample_shape(const models::ModelOptions& m) {
+  if (m.type == "resnet18") return {1, 28, 28};
+  if (m.type == "mlp" && m.in_features == 28 * 28) return {1, 28, 28};
+  if (m.type == "mlp") return {m.in_features};
+  return {};
+}
+
+int run_export(const ExportArgs& a) {
+  std::string from = a.from;
+  if (from.empty() && fs::exists(fs::path(a.run_dir) / "compressed" / "model.pt")) {
+    from = (fs::path(a.run_dir) / "compressed").string();
+  }
+  config::Config cfg;
+  models::Model model;
+  if (!from.empty()) {
+    config::LoadOptions lo;
+    lo.quiet = true;
+    cfg = config::load((fs::path(from) / "config.json").string(), lo).config;
+    torch::manual_seed(cfg.trainer.seed);
+    model = models::build_model(cfg.model);
+    compress::load_state(*model.module, (fs::path(from) / "model.pt").string());
+    model.module->eval();
+    std::cerr << "export: the compressed model in " << from << "\n";
+  } else {
+    auto run = load_trained_run(a.run_dir, a.tag);
+    cfg = run.config;
+    model = run.model;
+  }
+  compress::TraceHints hints;
+  hints.sample_shape = sample_shape(cfg.model);
+  hints.dropout = cfg.model.dropout;
+  std::shared_ptr<compress::QuantPlan> plan;
+  std::shared_ptr<compress::Graph> graph;
+  if (a.int8) {
+    const auto quant_json = from.empty() ? fs::path() : fs::path(from) / "quant.json";
+    if (!quant_json.empty() && fs::exists(quant_json)) {
+      const auto text = read_text(quant_json.string());
+      graph = std::make_shared<compress::Graph>(compress::trace(*model.module, hints));
+      plan = std::make_shared<compress::QuantPlan>(*graph, compress::quant_options_from_json(text));
+      compress::restore_quant_plan(*graph, *plan, text);
+    } else {
+      std::cerr << "export: no quant.json; calibrating static int8 on " << a.calibration_batches << " batches\n";
+      auto splits = data::open_datasets(cfg.data, cfg.model.seq_len, data::default_cache_dir());
+      const int64_t micro = *cfg.engine.train_micro_batch_size_per_gpu;
+      auto sampler = std::make_shared<data::DistributedSampler>(splits.train->size(), cfg.trainer.seed + 2, 0, 1);
+      auto q = compress::wrap(model, {}, hints);
+      compress::calibrate(q, [&](int64_t) { return splits.train->collate(sampler->next(micro)).input; },
+                          a.calibration_batches);
+      compress::convert(q);
+      graph = q.graph, plan = q.plan;
+    }
+  } else {
+    graph = std::make_shared<compress::Graph>(compress::trace(*model.module, hints));
+  }
+  onnx_export::ExportOptions o;
+  o.int8 = a.int8;
+  const auto r = onnx_export::export_onnx(*graph, plan.get(), a.onnx, o);
+  std::cout << "wrote " << r.path << ": " << r.nodes << " nodes, " << r.file_bytes << " bytes, opset " << o.opset
+            << ", IR " << o.ir_version << (a.int8 ? c10::str(", ", r.quantized_layers, " int8 (QDQ) layers") : "")
+            << "\ninput " << r.input_name << " [" << c10::Join(", ", r.input_dims) << "], output " << r.output_name
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+Command add_export(CLI::App& app) {
+  auto* cmd = app.add_subcommand("export", "Export a run's model to ONNX (fp32, or QDQ int8 with --int8)");
+  auto a = std::make_shared<ExportArgs>();
+  cmd->add_option("--run,-r", a->run_dir, "run directory")->required();
+  cmd->add_option("--onnx", a->onnx, "output .onnx file")->required();
+  cmd->add_flag("--int8", a->int8, "QDQ int8 (the compressed plan, or a static calibration)");
+  cmd->add_option("--from", a->from, "a compressed folder (default: <run>/compressed when it exists)");
+  cmd->add_option("--calibration-batches", a->calibration_batches, "--int8 without a plan: calibration batches")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--tag", a->tag, "checkpoint tag (default: latest)");
+  return {cmd, [a] { return run_export(*a); }};
+}
+
+}  // namespace xtrain::cli
