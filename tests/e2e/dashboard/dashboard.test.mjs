@@ -155,6 +155,9 @@ async function main() {
     const canvas = await chart.locator('canvas').boundingBox();
     ok(canvas && canvas.width > 300 && canvas.height > 150, 'its canvas is ' + (canvas && canvas.width) + 'x' +
        (canvas && canvas.height));
+    // The second run's points arrive by their own events: wait for them rather than race them.
+    await waitFor(async () => (await chart.getAttribute('data-points')) === String(2 * expected),
+                  'the chart to hold both runs\' points');
     ok((await chart.getAttribute('data-points')) === String(2 * expected),
        'the chart holds ' + 2 * expected + ' points (two runs overlaid)');
     const legend = await chart.locator('.u-legend').innerText();
