@@ -145,15 +145,11 @@ TEST(CommWorker, Collectives) {
 }
 
 TEST(Communicator, CollectivesTwoRanks) {
-  testing::WorkerOptions o;
-  o.world_size = 2;
-  testing::expect_workers_ok(testing::run_workers("CommWorker.Collectives", o));
+  testing::expect_workers_ok("CommWorker.Collectives", 2);
 }
 
 TEST(Communicator, CollectivesFourRanks) {
-  testing::WorkerOptions o;
-  o.world_size = 4;
-  testing::expect_workers_ok(testing::run_workers("CommWorker.Collectives", o));
+  testing::expect_workers_ok("CommWorker.Collectives", 4);
 }
 
 TEST(Communicator, SingleProcessIsALocalNoOp) {

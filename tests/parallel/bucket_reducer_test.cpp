@@ -167,15 +167,11 @@ TEST(ReducerWorker, MatchesSingleProcess) {
 }
 
 TEST(BucketReducer, TwoRanksMatchSingleProcess) {
-  testing::WorkerOptions o;
-  o.world_size = 2;
-  testing::expect_workers_ok(testing::run_workers("ReducerWorker.MatchesSingleProcess", o));
+  testing::expect_workers_ok("ReducerWorker.MatchesSingleProcess", 2);
 }
 
 TEST(BucketReducer, FourRanksMatchSingleProcess) {
-  testing::WorkerOptions o;
-  o.world_size = 4;
-  testing::expect_workers_ok(testing::run_workers("ReducerWorker.MatchesSingleProcess", o));
+  testing::expect_workers_ok("ReducerWorker.MatchesSingleProcess", 4);
 }
 
 TEST(BucketReducer, SingleProcessLeavesGradientsAlone) {

@@ -107,15 +107,11 @@ TEST(PipelineExecutorWorker, MatchesSingleProcess) {
 }
 
 TEST(PipelineExecutor, TwoStagesMatchSingleProcess) {
-  testing::WorkerOptions o;
-  o.world_size = 2;
-  testing::expect_workers_ok(testing::run_workers("PipelineExecutorWorker.MatchesSingleProcess", o));
+  testing::expect_workers_ok("PipelineExecutorWorker.MatchesSingleProcess", 2);
 }
 
 TEST(PipelineExecutor, FourStagesMatchSingleProcess) {
-  testing::WorkerOptions o;
-  o.world_size = 4;
-  testing::expect_workers_ok(testing::run_workers("PipelineExecutorWorker.MatchesSingleProcess", o));
+  testing::expect_workers_ok("PipelineExecutorWorker.MatchesSingleProcess", 4);
 }
 
 TEST(PipelineExecutor, SingleStageIsGradientAccumulation) {

@@ -230,9 +230,7 @@ TEST(TensorParallelWorker, LayersMatchSingleRank) {
 }
 
 TEST(TensorParallel, TwoRanksMatchSingleRank) {
-  testing::WorkerOptions o;
-  o.world_size = 2;
-  testing::expect_workers_ok(testing::run_workers("TensorParallelWorker.LayersMatchSingleRank", o));
+  testing::expect_workers_ok("TensorParallelWorker.LayersMatchSingleRank", 2);
 }
 
 TEST(TensorParallel, GroupOfOneIsPlainLinear) {
@@ -250,9 +248,7 @@ TEST(TensorParallel, GroupOfOneVocabParallelIsCrossEntropy) {
 }
 
 TEST(TensorParallel, FourRanksMatchSingleRank) {
-  testing::WorkerOptions o;
-  o.world_size = 4;
-  testing::expect_workers_ok(testing::run_workers("TensorParallelWorker.LayersMatchSingleRank", o));
+  testing::expect_workers_ok("TensorParallelWorker.LayersMatchSingleRank", 4);
 }
 
 TEST(TensorParallel, GroupOfOneAttentionIsCausalSelfAttention) {

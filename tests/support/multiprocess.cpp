@@ -197,4 +197,10 @@ void expect_workers_ok(const std::vector<WorkerResult>& results) {
   }
 }
 
+void expect_workers_ok(const std::string& test, int world_size) {
+  WorkerOptions o;
+  o.world_size = world_size;
+  expect_workers_ok(run_workers(test, o));
+}
+
 }  // namespace xtrain::testing

@@ -43,6 +43,8 @@ struct WorkerOptions {
 std::vector<WorkerResult> run_workers(const std::string& test, const WorkerOptions& options);
 // gtest expectation: every rank exited 0 (prints each failing rank's output otherwise).
 void expect_workers_ok(const std::vector<WorkerResult>& results);
+// Both at once, with default options: `test` as world_size ranks, each expected to exit 0.
+void expect_workers_ok(const std::string& test, int world_size);
 
 // One child process with its output in a file, for tests that signal it.
 class Process {
