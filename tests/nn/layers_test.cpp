@@ -9,6 +9,7 @@
 #include "support/fixtures.h"
 #include "xtrain/base/error.h"
 #include "xtrain/nn/block.h"
+#include "xtrain/nn/layer_norm.h"
 #include "xtrain/nn/linear.h"
 
 namespace xtrain::nn {
@@ -64,6 +65,29 @@ TEST(Block, ParameterNamesAreStable) {
       "ln1.weight",     "ln1.bias",      "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
       "ln2.weight",     "ln2.bias",      "mlp.fc.weight",   "mlp.fc.bias",   "mlp.proj.weight",  "mlp.proj.bias"};
   EXPECT_EQ(names, expected);
+}
+
+// bf16 on the CPU is normalised in fp32 (nn/layer_norm.cpp): the result is fp32 LayerNorm's, rounded.
+TEST(LayerNormBf16, MatchesFp32LayerNormOfTheSameValues) {
+  at::manual_seed(3);
+  LayerNorm ln(64);
+  {
+    at::NoGradGuard no_grad;
+    ln->weight.copy_(at::randn({64}));
+    ln->bias.copy_(at::randn({64}));
+  }
+  const auto x = (at::randn({8, 64}) * 5 + 2).to(at::kBFloat16);
+  const auto ref = ln->forward(x.to(at::kFloat)).detach();
+  ln->to(at::kBFloat16);
+  auto xb = x.clone().requires_grad_(true);
+  const auto y = ln->forward(xb);
+  ASSERT_EQ(y.scalar_type(), at::kBFloat16);
+  // The bf16 weights differ from the fp32 ones by one rounding too; outputs are O(3).
+  expect_close(y.detach().to(at::kFloat), ref, 2e-2, 2e-2, "bf16 LayerNorm");
+  y.sum().backward();
+  ASSERT_TRUE(xb.grad().defined());
+  EXPECT_EQ(xb.grad().scalar_type(), at::kBFloat16);
+  EXPECT_EQ(ln->weight.grad().scalar_type(), at::kBFloat16);
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 #include "xtrain/nn/mlp.h"
 
 #include <ATen/ops/dropout.h>
-#include <ATen/ops/gelu.h>
 
 #include "xtrain/base/error.h"
+#include "xtrain/kernels/activation.h"
 
 namespace xtrain::nn {
 
@@ -15,7 +15,7 @@ MlpImpl::MlpImpl(int64_t C, double dropout) : dropout_(dropout) {
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  auto y = proj->forward(at::gelu(fc->forward(x), "tanh"));
+  auto y = proj->forward(kernels::gelu_tanh(fc->forward(x)));
   if (dropout_ > 0 && is_training()) y = at::dropout(y, dropout_, /*train=*/true);
   return y;
 }
