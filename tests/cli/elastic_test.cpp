@@ -19,10 +19,11 @@ const std::string kTrain =
     " --set xtrain.save_interval=2 --set xtrain.keep_checkpoints=0 --set xtrain.eval_interval=0"
     " --set xtrain.eval_batches=2 --set xtrain.generate.tokens=0 --set xtrain.monitor.peak_tflops=1";
 
-std::string launch(const std::string& env, const std::string& launcher_args, const std::string& run, int* code) {
+std::string launch(const std::string& env, const std::string& launcher_args, const std::string& run, int* code,
+                   const std::string& extra_sets = "") {
   std::string out;
   *code = testing::run_command(env + " " + testing::xtrain_binary() + " launch -N 2 --master-port " + std::to_string(testing::free_port()) + " " + launcher_args +
-                                   " --" + kTrain + " --output " + run,
+                                   " --" + kTrain + extra_sets + " --output " + run,
                                &out);
   return out;
 }
@@ -61,6 +62,25 @@ TEST(Elastic, KillDuringACheckpointWriteLeavesThePreviousOneLoadable) {
   EXPECT_EQ(testing::run_command(testing::xtrain_binary() + " eval --run " + dir + "/run", &eval), 0) << eval;
   // The interrupted step-4 checkpoint was never committed, so a resume continues from step 2.
   EXPECT_FALSE(fingerprint(dir + "/run").empty());
+}
+
+// ZeRO-2: each rank writes its own optimizer-state shard; rank 1 dies in the middle of its step-4
+// save (its shards written, the rest not). The step-2 checkpoint stays `latest`, consolidates and
+// evaluates, and a resume continues from it.
+TEST(Elastic, KillDuringAZeroShardWriteLeavesThePreviousCheckpointWhole) {
+  const std::string dir = testing::temp_dir("elastic-zero-save");
+  int code = -1;
+  const std::string out = launch("XTRAIN_FAULT_IN_SAVE=4:1:mid", "", dir + "/run", &code, " --set zero_optimization.stage=2");
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("rank 1 kills itself at step 4"), std::string::npos) << out;
+  EXPECT_EQ(read(dir + "/run/checkpoints/latest").substr(0, 12), "global_step2");
+  std::string cmd_out;
+  EXPECT_EQ(testing::run_command(testing::xtrain_binary() + " ckpt consolidate " + dir + "/run/checkpoints/global_step2 " +
+                                     dir + "/whole",
+                                 &cmd_out),
+            0)
+      << cmd_out;
+  EXPECT_EQ(testing::run_command(testing::xtrain_binary() + " eval --run " + dir + "/run", &cmd_out), 0) << cmd_out;
 }
 
 }  // namespace

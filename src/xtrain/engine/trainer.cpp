@@ -171,17 +171,20 @@ namespace {
 
 std::string trainer_state_file(int rank) { return rank == 0 ? "trainer.json" : c10::str("trainer_rank", rank, ".json"); }
 
-// XTRAIN_FAULT_AT_STEP=<k>:<rank> / XTRAIN_FAULT_IN_SAVE=<k>:<rank>: that rank kills itself with
-// SIGKILL after step k / while saving step k's checkpoint, after writing its files and before the
-// commit (tests of elastic recovery and of crash-safe checkpoints; the launcher passes them to the
-// first attempt only).
-bool fault_due(const char* variable, int64_t step, int rank) {
+// XTRAIN_FAULT_AT_STEP=<k>:<rank> / XTRAIN_FAULT_IN_SAVE=<k>:<rank>[:mid]: that rank kills itself
+// with SIGKILL after step k / while saving step k's checkpoint: after writing its files and before
+// the commit, or with `:mid` right after its model and optimizer shards, before its other files
+// (tests of elastic recovery and of crash-safe checkpoints; the launcher passes them to the first
+// attempt only).
+bool fault_due(const char* variable, int64_t step, int rank, const char* phase = "") {
   const std::string v = env::get_or(variable, "");
   if (v.empty()) return false;
   const auto colon = v.find(':');
   const int64_t at = std::stoll(v.substr(0, colon));
-  const int who = colon == std::string::npos ? 0 : std::stoi(v.substr(colon + 1));
-  if (step != at || rank != who) return false;
+  const auto second = colon == std::string::npos ? std::string::npos : v.find(':', colon + 1);
+  const int who = colon == std::string::npos ? 0 : std::stoi(v.substr(colon + 1, second - colon - 1));
+  const std::string when = second == std::string::npos ? "" : v.substr(second + 1);
+  if (step != at || rank != who || when != phase) return false;
   log::error(variable, ": rank ", rank, " kills itself at step ", step);
   return true;
 }
@@ -192,6 +195,7 @@ void save(Setup& s, const std::string& run_dir) {
   const std::string root = (fs::path(run_dir) / "checkpoints").string();
   checkpoint::CheckpointWriter writer(root, "global_step" + std::to_string(s.engine->global_steps()), s.rank.rank);
   s.engine->save_checkpoint(writer);
+  if (fault_due("XTRAIN_FAULT_IN_SAVE", s.engine->global_steps(), s.rank.rank, "mid")) std::raise(SIGKILL);
   writer.write_text(trainer_state_file(s.rank.rank), trainer_state_json(s.train_loader->state()));
   if (s.lead()) writer.write_text("config.json", config::to_json(s.config));
   writer.finish_rank();
