@@ -8,6 +8,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/compress/quant/fake_quant.h"
 #include "xtrain/compress/quant/quant_plan.h"
+#include "xtrain/kernels/activation.h"
 #include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/linear.h"
 
@@ -77,7 +78,7 @@ at::Tensor float_node(const Node& n, const std::vector<at::Tensor>& in, bool tra
     case OpKind::kLinear: return maybe_relu(n, kernels::linear(x, n.weight, n.bias));
     case OpKind::kConv2d: return conv_float(n, x, training);
     case OpKind::kRelu: return at::relu(x);
-    case OpKind::kGeluTanh: return at::gelu(x, "tanh");
+    case OpKind::kGeluTanh: return kernels::gelu_tanh(x);
     case OpKind::kAdd: return in[0] + in[1];
     case OpKind::kLayerNorm: return at::layer_norm(x, {x.size(-1)}, n.weight, n.bias, n.eps);
     case OpKind::kAttention: return attention(n, x);

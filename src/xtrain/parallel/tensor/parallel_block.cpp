@@ -1,7 +1,7 @@
 // ParallelBlock and ParallelMlp: nn::Block's residual structure over the tensor-parallel layers.
 #include "xtrain/parallel/tensor/parallel_block.h"
 
-#include <ATen/ops/gelu.h>
+#include "xtrain/kernels/activation.h"
 
 namespace xtrain::parallel::tensor {
 
@@ -10,7 +10,7 @@ ParallelMlpImpl::ParallelMlpImpl(int64_t C, CommPtr tp) {
   proj = register_module("proj", RowParallelLinear(4 * C, C, tp, true, /*input_is_parallel=*/true));
 }
 
-at::Tensor ParallelMlpImpl::forward(const at::Tensor& x) { return proj->forward(at::gelu(fc->forward(x), "tanh")); }
+at::Tensor ParallelMlpImpl::forward(const at::Tensor& x) { return proj->forward(kernels::gelu_tanh(fc->forward(x))); }
 
 ParallelBlockImpl::ParallelBlockImpl(int64_t C, int64_t NH, int64_t max_T, CommPtr tp, double dropout) {
   ln1 = register_module("ln1", nn::LayerNorm(C));
