@@ -251,41 +251,30 @@ int main(int argc, char** argv) {
     o.evaluation.latency_repeats = 20;
     row("50% channels (L1) + fine-tune", fp32, c::compress_model(m, o, h).stats.back());
   }
-  {
+  // The 784-64-10 student trained alone and distilled from `base`, the same steps on the same data.
+  const auto distil = [&](const c::CompressHooks& hooks, const std::string& label) {
     auto alone = mlp({64});
-    train(alone, a.steps, 1e-3, h);
-    const auto s_alone = c::measure("student alone", alone, c::trace(*alone.module, h.hints), nullptr, h, 20);
+    train(alone, a.steps, 1e-3, hooks);
+    const auto s_alone = c::measure("student alone", alone, c::trace(*alone.module, hooks.hints), nullptr, hooks, 20);
     c::CompressOptions o;
     o.distillation.enabled = true, o.distillation.train.steps = a.steps, o.distillation.train.lr = 1e-3;
     o.distillation.loss.temperature = 4.0, o.distillation.loss.alpha = 0.7;
     o.evaluation.latency_repeats = 20;
-    auto hd = h;
+    auto hd = hooks;
     hd.build_student = [] { return mlp({64}); };
     const auto r = c::compress_model(base, o, hd);
-    row("student 784-64-10 alone", fp32, s_alone);
-    row("student 784-64-10 distilled", fp32, r.stats.back());
-    std::printf("distillation gain: %+.2f points\n", 100 * (r.stats.back().accuracy - s_alone.accuracy));
-  }
+    row(("student 784-64-10 alone" + label).c_str(), fp32, s_alone);
+    row(("student 784-64-10 distilled" + label).c_str(), fp32, r.stats.back());
+    std::printf("distillation gain%s: %+.2f points\n", label.c_str(), 100 * (r.stats.back().accuracy - s_alone.accuracy));
+  };
+  distil(h, "");
   if (a.distill_subset > 0) {
     // Hinton's limited-data case: the student sees only the first N labelled training images (the
-    // teacher was trained on all of them), the same steps alone and distilled.
+    // teacher was trained on all of them).
     auto subset = std::make_shared<data::DistributedSampler>(a.distill_subset, 2, 0, 1);
     auto hs = h;
     hs.train_batch = [&d, subset](int64_t) { return d.splits.train->collate(subset->next(64)); };
-    auto alone = mlp({64});
-    train(alone, a.steps, 1e-3, hs);
-    const auto s_alone = c::measure("student alone", alone, c::trace(*alone.module, hs.hints), nullptr, hs, 20);
-    c::CompressOptions o;
-    o.distillation.enabled = true, o.distillation.train.steps = a.steps, o.distillation.train.lr = 1e-3;
-    o.distillation.loss.temperature = 4.0, o.distillation.loss.alpha = 0.7;
-    o.evaluation.latency_repeats = 20;
-    hs.build_student = [] { return mlp({64}); };
-    const auto r = c::compress_model(base, o, hs);
-    const auto label = " on " + std::to_string(a.distill_subset) + " labels";
-    row(("student alone" + label).c_str(), fp32, s_alone);
-    row(("student distilled" + label).c_str(), fp32, r.stats.back());
-    std::printf("distillation gain, %lld labelled images: %+.2f points\n", (long long)a.distill_subset,
-                100 * (r.stats.back().accuracy - s_alone.accuracy));
+    distil(hs, ", " + std::to_string(a.distill_subset) + " labels");
   }
 
   // ---- ResNet-18 on Fashion-MNIST, briefly trained: accuracy fp32 vs static int8
