@@ -1,11 +1,14 @@
 // The fused tanh-GELU against its closed form in float64 (value and derivative), in fp32 and bf16,
 // over the whole range (tails of ±100, exact zero), odd sizes (vector tails), non-contiguous
-// inputs, and through autograd.
+// inputs, and through autograd. The hash-mask dropout: keep rate, scale, the same mask in backward,
+// replay under the same manual_seed, independence of the thread count, identity when off.
 #include "xtrain/kernels/activation.h"
 
 #include <ATen/Functions.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
+
+#include <ATen/Parallel.h>
 
 #include <cmath>
 
@@ -68,6 +71,51 @@ TEST(GeluTanh, NonContiguousInputAndAutograd) {
   (y * w).sum().backward();
   expect_close(y.detach().to(at::kDouble), gelu_ref(x), 1e-6, 1e-7, "autograd forward");
   expect_close(leaf.grad().to(at::kDouble), w.to(at::kDouble) * gelu_grad_ref(x), 1e-5, 1e-6, "autograd grad");
+}
+
+TEST(Dropout, KeepRateScaleAndTheSameMaskInBackward) {
+  at::manual_seed(11);
+  const int64_t n = 1 << 20;
+  const double p = 0.1;
+  auto x = (at::rand({n}) + 0.5).requires_grad_(true);  // no zeros: a zero output means dropped
+  const auto y = kernels::dropout(x, p, /*train=*/true);
+  const auto kept = y.detach().ne(0);
+  // Binomial(n, 0.9): the keep rate within 5 standard deviations (sd = sqrt(p(1-p)/n) = 2.9e-4).
+  const double rate = kept.to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(rate, 1 - p, 5 * std::sqrt(p * (1 - p) / n));
+  // Kept values are x / (1 - p) exactly as fp32 computes it; dropped ones are 0.
+  const auto expect = at::where(kept, x.detach() * static_cast<float>(1 / (1 - p)), at::zeros_like(x));
+  expect_close(y.detach(), expect, 0, 0, "dropout values");
+  // Backward: grad·mask/(1−p) with the forward's mask (regenerated, not stored).
+  const auto g = at::randn({n});
+  y.backward(g);
+  expect_close(x.grad(), at::where(kept, g * static_cast<float>(1 / (1 - p)), at::zeros_like(g)), 0, 0, "dropout grad");
+  // Neighbouring elements are not correlated (each pair shares one hash): P(both kept) ≈ 0.81.
+  const auto pairs = kept.view({-1, 2});
+  const double both = pairs.all(1).to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(both, (1 - p) * (1 - p), 5 * std::sqrt(0.81 * 0.19 / (n / 2)));
+}
+
+TEST(Dropout, ReplaysUnderTheSameSeedAndIgnoresThreads) {
+  const auto x = at::randn({3, 1000, 7});
+  at::manual_seed(5);
+  const auto a = kernels::dropout(x, 0.3, true);
+  const auto b = kernels::dropout(x, 0.3, true);
+  EXPECT_FALSE(at::equal(a, b)) << "two calls draw two masks";
+  at::manual_seed(5);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto c = kernels::dropout(x, 0.3, true);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(at::equal(a, c)) << "same seed, one thread: the same mask";
+  const auto xb = x.to(at::kBFloat16);
+  at::manual_seed(5);
+  const auto d = kernels::dropout(xb, 0.3, true);
+  ASSERT_EQ(d.scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(at::equal(d.ne(0), a.ne(0) | x.to(at::kBFloat16).eq(0))) << "bf16 uses the same mask";
+  EXPECT_TRUE(kernels::dropout(x, 0.3, /*train=*/false).is_same(x));
+  EXPECT_TRUE(kernels::dropout(x, 0.0, true).is_same(x));
+  EXPECT_EQ(dropout_with_seed(x, 0.0, 1).ne(x).sum().item<int64_t>(), 0);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // polynomial (kernels/attention/cpu/vec.h), bf16 is widened exactly and rounded to nearest even.
 #include "xtrain/kernels/activation.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/dropout.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/gelu_backward.h>
@@ -11,6 +13,10 @@
 
 #include "xtrain/base/cpu_isa.h"
 #include "xtrain/kernels/attention/cpu/vec.h"
+#include "xtrain/kernels/attention/dropout_hash.h"
+
+// GCC 12 false positive inside its own _mm512_undefined_* (avx512fintrin.h: `__m512i __Y = __Y;`).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace xtrain::kernels {
 namespace {
@@ -132,5 +138,71 @@ at::Tensor gelu_tanh_backward(const at::Tensor& grad, const at::Tensor& x) {
 }
 
 at::Tensor gelu_tanh(const at::Tensor& x) { return GeluTanhFunction::apply(x); }
+
+namespace {
+
+// One hash gives the 32-bit draws of two neighbouring elements; keep when draw >= threshold.
+template <typename T>
+void dropout_range(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed, uint32_t threshold, float scale) {
+  const uint64_t base = attention::mix64(seed + 0x9E3779B97F4A7C15ull);
+  for (int64_t i = begin; i < end; ++i) {
+    const uint64_t bits = attention::mix64(base ^ (static_cast<uint64_t>(i >> 1) * 0xD1B54A32D192ED03ull));
+    const uint32_t draw = static_cast<uint32_t>((i & 1) ? bits >> 32 : bits);
+    y[i] = draw >= threshold ? static_cast<T>(static_cast<float>(x[i]) * scale) : static_cast<T>(0.0f);
+  }
+}
+
+bool fused_dropout(const at::Tensor& x) {
+  return x.device().is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
+}
+
+uint64_t draw_seed() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
+class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, double p) {
+    const uint64_t seed = draw_seed();
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+    return dropout_with_seed(x, p, seed);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const double p = ctx->saved_data["p"].toDouble();
+    const auto seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+    return {dropout_with_seed(grads[0], p, seed), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor dropout_with_seed(const at::Tensor& x, double p, uint64_t seed) {
+  TORCH_CHECK(fused_dropout(x), "kernels::dropout_with_seed: fp32 or bf16 CPU tensors, got ", x.options());
+  TORCH_CHECK(p >= 0 && p < 1, "kernels::dropout: p must be in [0, 1), got ", p);
+  const auto xc = x.contiguous();
+  auto y = at::empty_like(xc);
+  // 2^32 steps: the draw is a uniform 32-bit integer.
+  const auto threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
+  const auto scale = static_cast<float>(1.0 / (1.0 - p));
+  const int64_t n = xc.numel();
+  at::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    if (xc.scalar_type() == at::kFloat) {
+      dropout_range(xc.data_ptr<float>(), y.data_ptr<float>(), b, e, seed, threshold, scale);
+    } else {
+      dropout_range(xc.data_ptr<c10::BFloat16>(), y.data_ptr<c10::BFloat16>(), b, e, seed, threshold, scale);
+    }
+  });
+  return y;
+}
+
+at::Tensor dropout(const at::Tensor& x, double p, bool train) {
+  if (!train || p == 0) return x;
+  if (!fused_dropout(x)) return at::dropout(x, p, train);
+  return DropoutFunction::apply(x, p);
+}
 
 }  // namespace xtrain::kernels

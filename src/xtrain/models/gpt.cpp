@@ -3,12 +3,12 @@
 #include "xtrain/models/gpt.h"
 
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/dropout.h>
 #include <torch/nn/init.h>
 
 #include <cmath>
 
 #include "xtrain/base/error.h"
+#include "xtrain/kernels/activation.h"
 #include "xtrain/kernels/linear.h"
 
 namespace xtrain::models {
@@ -71,7 +71,7 @@ at::Tensor GPTImpl::hidden(const at::Tensor& idx) {
                      options_.seq_len);
   // Positions 0..T-1 are the first T rows of wpe: a view instead of an arange + gather.
   auto x = wte->forward(idx) + wpe->weight.narrow(0, 0, T);
-  if (options_.dropout > 0 && is_training()) x = at::dropout(x, options_.dropout, /*train=*/true);
+  x = kernels::dropout(x, options_.dropout, is_training());
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto* block = blocks[i]->as<nn::BlockImpl>();
     TORCH_INTERNAL_ASSERT(block != nullptr, "gpt: blocks[", i, "] is not an nn::Block (wrap it with set_block_runner)");

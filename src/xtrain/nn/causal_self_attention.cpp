@@ -2,9 +2,10 @@
 // the fused [B, T, 3C] qkv output: one copy into head-major q, k, v, the scores S = q·kᵀ/√HS + mask
 // from one routed GEMM in fp32 (scale fused; bf16 inputs, fp32 output), softmax in fp32, and
 // y = P·v written by the GEMM straight into token-major [B, T, C] rows for proj (no copy back);
-// backward mirrors it with one copy of dq, dk, dv into the [B, T, 3C] gradient. With dropout (or a dtype/device the
-// routed GEMM does not take) the reference path runs: baddbmm(mask, q, kᵀ), softmax, dropout,
-// bmm. Reference: nanoGPT's CausalSelfAttention (non-flash path), checked by tests/models/gpt_test.cpp.
+// backward mirrors it with one copy of dq, dk, dv into the [B, T, 3C] gradient. With dropout on the
+// CPU the registry's fused dense kernel runs (dropout inside the tile, the mask regenerated in
+// backward). A dtype/device neither takes gets the reference path: baddbmm(mask, q, kᵀ), softmax,
+// dropout, bmm. Reference: nanoGPT's CausalSelfAttention (non-flash path), checked by tests/models/gpt_test.cpp.
 #include "xtrain/nn/causal_self_attention.h"
 
 #include <ATen/ops/_softmax.h>
@@ -21,6 +22,8 @@
 #include <limits>
 
 #include "xtrain/base/error.h"
+#include "xtrain/kernels/activation.h"
+#include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/gemm.h"
 
 namespace xtrain::nn {
@@ -124,12 +127,20 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
     // The scores are fp32 whatever the activations' dtype, so the mask is too; dense for oneDNN.
     const auto mask = causal_bias(T, fused.options().dtype(at::kFloat));
     y = AttentionCore::apply(fused, T == max_T_ ? mask : mask.contiguous(), NH_, scale);
+  } else if (drop && fused.is_cpu()) {
+    // Attention dropout inside the registry's fused kernel (hash mask, regenerated in backward),
+    // not on a materialised T×T matrix with ATen's per-element Bernoulli draws.
+    const int64_t B = x.size(0);
+    const auto heads = fused.view({B, T, 3, NH_, HS_}).permute({2, 0, 3, 1, 4});
+    y = kernels::attention::run_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), /*causal=*/true,
+                                          {}, dropout_, "auto")
+            .transpose(1, 2)
+            .reshape({B, T, C_});
   } else {
     y = reference_core(fused, T, drop, scale);
   }
   y = proj->forward(y);
-  if (drop) y = at::dropout(y, dropout_, /*train=*/true);
-  return y;
+  return kernels::dropout(y, dropout_, drop);
 }
 
 at::Tensor CausalSelfAttentionImpl::reference_core(const at::Tensor& fused, int64_t T, bool drop, double scale) {

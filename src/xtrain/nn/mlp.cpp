@@ -1,7 +1,6 @@
 // Mlp: fc -> gelu(tanh) -> proj -> dropout (nanoGPT's MLP).
 #include "xtrain/nn/mlp.h"
 
-#include <ATen/ops/dropout.h>
 
 #include "xtrain/base/error.h"
 #include "xtrain/kernels/activation.h"
@@ -16,7 +15,7 @@ MlpImpl::MlpImpl(int64_t C, double dropout) : dropout_(dropout) {
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
   auto y = proj->forward(kernels::gelu_tanh(fc->forward(x)));
-  if (dropout_ > 0 && is_training()) y = at::dropout(y, dropout_, /*train=*/true);
+  y = kernels::dropout(y, dropout_, is_training());
   return y;
 }
 

@@ -3,9 +3,9 @@
 // masked spec in kernels/ms_attention/reference.h, through tests/nn/multiscale_attention_test.cpp.
 #include "xtrain/nn/multiscale_attention.h"
 
-#include <ATen/ops/dropout.h>
 
 #include "xtrain/base/error.h"
+#include "xtrain/kernels/activation.h"
 #include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/ms_attention/windows.h"
 
@@ -49,7 +49,7 @@ at::Tensor MultiScaleAttentionImpl::forward(const at::Tensor& x) {
                                              windows_, drop ? dropout_ : 0.0, kernel_);
   // [B, NH, T, HS] -> [B, T, C]: free when the kernel returned [B, T, NH, HS] memory.
   y = proj->forward(y.transpose(1, 2).reshape({B, T, C_}));
-  if (drop) y = at::dropout(y, dropout_, /*train=*/true);
+  y = kernels::dropout(y, dropout_, drop);
   return y;
 }
 
