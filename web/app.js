@@ -247,13 +247,22 @@
   }
 
   let detailsFetched = {run: '', at: 0, lines: -1};
+  let detailsTimer = null;
   function refreshDetails(force) {
     const name = state.detailRun;
     const run = state.runs.get(name);
     if (!run) return;
     const now = Date.now();
     const changed = detailsFetched.run !== name;
-    if (!force && !changed && (run.records.length === detailsFetched.lines || now - detailsFetched.at < 2000)) return;
+    if (!force && !changed && run.records.length === detailsFetched.lines) return;
+    if (!force && !changed && now - detailsFetched.at < 2000) {
+      // At most one fetch per 2 s, but the last records must be fetched even when no event follows
+      // them (a run that finished inside the window).
+      if (!detailsTimer) {
+        detailsTimer = setTimeout(() => { detailsTimer = null; refreshDetails(false); }, 2000 - (now - detailsFetched.at));
+      }
+      return;
+    }
     detailsFetched = {run: name, at: now, lines: run.records.length};
     const path = '/api/runs/' + encodeURIComponent(name);
     api(path + '/breakdown').then(renderBreakdown).catch(() => {});
