@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "xtrain/base/error.h"
 #include "xtrain/cli/subcommands.h"
@@ -16,20 +15,13 @@
 #include "xtrain/compress/pipeline.h"
 #include "xtrain/config/config.h"
 #include "xtrain/data/sampler.h"
+#include "xtrain/engine/run_dir.h"
 #include "xtrain/engine/trainer.h"
 #include "xtrain/nn/losses.h"
 
 namespace xtrain::cli {
 namespace {
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XTRAIN_USAGE_CHECK(in.good(), "compress: cannot read ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -54,7 +46,7 @@ struct BatchSource {
 
 int run_compress(const CompressArgs& a) {
   std::vector<std::string> warnings;
-  auto o = compress::parse_compress_options(read_text(a.config_path), a.config_path, &warnings);
+  auto o = compress::parse_compress_options(read_file(a.config_path), a.config_path, &warnings);
   for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
   if (a.calibration_batches >= 0) o.quantization.calibration_batches = a.calibration_batches;
   auto run = load_trained_run(o.distillation.enabled && !o.distillation.teacher_run.empty() ? o.distillation.teacher_run

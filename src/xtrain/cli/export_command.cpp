@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "xtrain/base/error.h"
 #include "xtrain/cli/subcommands.h"
@@ -16,6 +15,7 @@
 #include "xtrain/compress/quant/quantize.h"
 #include "xtrain/config/config.h"
 #include "xtrain/data/sampler.h"
+#include "xtrain/engine/run_dir.h"
 #include "xtrain/engine/trainer.h"
 #include "xtrain/export/onnx/onnx_export.h"
 
@@ -28,14 +28,6 @@ struct ExportArgs {
   bool int8 = false;
   int64_t calibration_batches = 16;
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XTRAIN_USAGE_CHECK(in.good(), "export: cannot read ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The input's one-sample shape from the model alone (the datasets are 1×28×28 images).
 std::vector<int64_t> sample_shape(const models::ModelOptions& m) {
@@ -74,7 +66,7 @@ int run_export(const ExportArgs& a) {
   if (a.int8) {
     const auto quant_json = from.empty() ? fs::path() : fs::path(from) / "quant.json";
     if (!quant_json.empty() && fs::exists(quant_json)) {
-      const auto text = read_text(quant_json.string());
+      const auto text = read_file(quant_json.string());
       graph = std::make_shared<compress::Graph>(compress::trace(*model.module, hints));
       plan = std::make_shared<compress::QuantPlan>(*graph, compress::quant_options_from_json(text));
       compress::restore_quant_plan(*graph, *plan, text);
