@@ -83,5 +83,26 @@ TEST(Elastic, KillDuringAZeroShardWriteLeavesThePreviousCheckpointWhole) {
   EXPECT_EQ(testing::run_command(testing::xtrain_binary() + " eval --run " + dir + "/run", &cmd_out), 0) << cmd_out;
 }
 
+// ZeRO-3 with the optimizer state and the parameter shards on NVMe: the live state is in files that
+// the checkpoint copies from; a kill in the middle of the step-4 save leaves step 2 whole, and a
+// resume from it (a fresh process, fresh NVMe files) trains on to the end.
+TEST(Elastic, KillDuringANvmeOffloadedSaveLeavesThePreviousCheckpointWhole) {
+  const std::string dir = testing::temp_dir("elastic-nvme-save");
+  const std::string nvme = " --set zero_optimization.stage=3 --set zero_optimization.stage3_param_persistence_threshold=100"
+                           " --set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_param.device=nvme"
+                           " --set zero_optimization.offload_optimizer.nvme_path=" + dir + "/nvme"
+                           " --set zero_optimization.offload_param.nvme_path=" + dir + "/nvme";
+  int code = -1;
+  std::string out = launch("XTRAIN_FAULT_IN_SAVE=4:1:mid", "", dir + "/run", &code, nvme);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("rank 1 kills itself at step 4"), std::string::npos) << out;
+  EXPECT_EQ(read(dir + "/run/checkpoints/latest").substr(0, 12), "global_step2");
+  std::string cmd_out;
+  EXPECT_EQ(testing::run_command(testing::xtrain_binary() + " eval --run " + dir + "/run", &cmd_out), 0) << cmd_out;
+  out = launch("", "", dir + "/run", &code, nvme + " --resume");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("done: 6 steps"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace xtrain

@@ -58,9 +58,15 @@ int bin_of(size_t n, size_t* class_bytes) {
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
+// A quarter of physical memory, shared by the ranks of this node (LOCAL_WORLD_SIZE, set by the
+// launcher): each process may keep its share of freed blocks. XTRAIN_MEMORY_POOL_CACHE_MB
+// overrides it (a model near the memory limit wants little or nothing cached).
 int64_t default_cap() {
+  if (const char* mb = std::getenv("XTRAIN_MEMORY_POOL_CACHE_MB")) return std::max<int64_t>(0, std::atoll(mb)) << 20;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 4 : int64_t{1} << 30;
+  int64_t ranks = 1;
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) ranks = std::max<int64_t>(1, std::atoll(v));
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 4 / ranks : int64_t{1} << 30;
 }
 
 Header* map_block(size_t total, bool huge) {

@@ -192,7 +192,7 @@ void validate(const Config& c) {
   const auto& t = c.trainer;
   XTRAIN_USAGE_CHECK(t.steps > 0, "config: xtrain.steps must be > 0, got ", t.steps);
   XTRAIN_USAGE_CHECK(t.eval_interval >= 0, "config: xtrain.eval_interval must be >= 0, got ", t.eval_interval);
-  XTRAIN_USAGE_CHECK(t.save_interval >= 0, "config: xtrain.save_interval must be >= 0, got ", t.save_interval);
+  XTRAIN_USAGE_CHECK(t.save_interval >= -1, "config: xtrain.save_interval must be >= -1, got ", t.save_interval);
   XTRAIN_USAGE_CHECK(t.keep_checkpoints >= 0, "config: xtrain.keep_checkpoints must be >= 0, got ", t.keep_checkpoints);
   XTRAIN_USAGE_CHECK(c.model.dropout >= 0 && c.model.dropout < 1, "config: xtrain.model.dropout must be in [0, 1), got ",
                      c.model.dropout);
@@ -241,9 +241,6 @@ std::vector<std::string> unsupported_features(const Config& c) {
     if (on) out.emplace_back(key);
   };
   add(c.fp16.fp16_master_weights_and_grads, "fp16.fp16_master_weights_and_grads");
-  add(c.zero_optimization.stage > 2, "zero_optimization.stage=3");
-  add(c.zero_optimization.offload_optimizer.device == "nvme", "zero_optimization.offload_optimizer.device=nvme");
-  add(c.zero_optimization.offload_param.device != "none", "zero_optimization.offload_param.device");
   add(c.zero_optimization.zero_quantized_weights || c.zero_optimization.zero_quantized_gradients ||
           c.zero_optimization.zero_quantized_nontrainable_weights || c.zero_optimization.zero_hpz_partition_size > 1,
       "zero_optimization.zero_quantized_* (ZeRO++)");

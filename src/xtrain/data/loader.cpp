@@ -9,13 +9,14 @@
 
 namespace xtrain::data {
 
-Loader::Loader(std::shared_ptr<Dataset> dataset, DistributedSampler sampler, int64_t batch_size, int64_t prefetch)
+Loader::Loader(std::shared_ptr<Dataset> dataset, std::unique_ptr<Sampler> sampler, int64_t batch_size,
+               int64_t prefetch)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), batch_size_(batch_size), prefetch_(prefetch) {
-  TORCH_CHECK(dataset_ != nullptr, "data: Loader needs a dataset");
+  TORCH_CHECK(dataset_ != nullptr && sampler_ != nullptr, "data: Loader needs a dataset and a sampler");
   XTRAIN_USAGE_CHECK(batch_size > 0, "data: the micro-batch size must be > 0, got ", batch_size,
                      " (train_micro_batch_size_per_gpu)");
   XTRAIN_USAGE_CHECK(prefetch >= 0, "data: xtrain.data.prefetch must be >= 0, got ", prefetch);
-  consumer_state_ = sampler_.state();
+  consumer_state_ = sampler_->state();
   start();
 }
 
@@ -48,8 +49,8 @@ void Loader::worker() {
     cv_.wait(lock, [&] { return stopping_ || int64_t(ready_.size()) < prefetch_; });
     if (stopping_) return;
     try {
-      std::vector<int64_t> indices = sampler_.next(batch_size_);
-      const SamplerState after = sampler_.state();
+      std::vector<int64_t> indices = sampler_->next(batch_size_);
+      const SamplerState after = sampler_->state();
       lock.unlock();
       Batch batch = dataset_->collate(indices);
       lock.lock();
@@ -66,14 +67,14 @@ void Loader::worker() {
 
 Batch Loader::next() {
   if (prefetch_ == 0) {
-    const SamplerState before = sampler_.state();
+    const SamplerState before = sampler_->state();
     try {
-      Batch batch = dataset_->collate(sampler_.next(batch_size_));
+      Batch batch = dataset_->collate(sampler_->next(batch_size_));
       std::lock_guard<std::mutex> lock(mu_);
-      consumer_state_ = sampler_.state();
+      consumer_state_ = sampler_->state();
       return batch;
     } catch (...) {
-      sampler_.set_state(before);  // a failed batch is not consumed
+      sampler_->set_state(before);  // a failed batch is not consumed
       throw;
     }
   }
@@ -98,13 +99,13 @@ void Loader::set_state(const SamplerState& state) {
   ready_.clear();
   error_ = nullptr;
   try {
-    sampler_.set_state(state);
+    sampler_->set_state(state);
   } catch (...) {
-    sampler_.set_state(consumer_state_);  // keep the loader usable at its old position
+    sampler_->set_state(consumer_state_);  // keep the loader usable at its old position
     start();
     throw;
   }
-  consumer_state_ = sampler_.state();
+  consumer_state_ = sampler_->state();
   start();
 }
 

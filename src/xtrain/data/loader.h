@@ -16,7 +16,9 @@ namespace xtrain::data {
 
 class Loader {
  public:
-  Loader(std::shared_ptr<Dataset> dataset, DistributedSampler sampler, int64_t batch_size, int64_t prefetch);
+  Loader(std::shared_ptr<Dataset> dataset, std::unique_ptr<Sampler> sampler, int64_t batch_size, int64_t prefetch);
+  Loader(std::shared_ptr<Dataset> dataset, DistributedSampler sampler, int64_t batch_size, int64_t prefetch)
+      : Loader(std::move(dataset), std::make_unique<DistributedSampler>(std::move(sampler)), batch_size, prefetch) {}
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -31,7 +33,7 @@ class Loader {
   void stop();
   void worker();
   std::shared_ptr<Dataset> dataset_;
-  DistributedSampler sampler_;
+  std::unique_ptr<Sampler> sampler_;
   int64_t batch_size_, prefetch_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

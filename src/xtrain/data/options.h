@@ -1,4 +1,5 @@
-// `xtrain.data` (ours: DeepSpeed leaves data to the user's script) and DeepSpeed's legacy
+// `xtrain.data` (ours: DeepSpeed leaves data to the user's script), with `xtrain.data.ordering`
+// (ours: difficulty-ordered sampling after DELT, data_ordering.h), and DeepSpeed's legacy
 // `curriculum_learning` (reference/deepspeed.md §a.10).
 #pragma once
 #include <cstdint>
@@ -7,17 +8,48 @@
 
 namespace xtrain::data {
 
+// Difficulty-ordered sampling (DELT: Dai et al., "Data Efficacy for Language Model Training",
+// 2025 — score every sample, then order the training data by the score). Checked by
+// validate_ordering() in difficulty_sampler.h.
+struct DataOrderingOptions {
+  bool enabled = false;
+  std::string scorer = "entropy";
+  std::string reference_checkpoint;
+  int64_t score_samples = 0;
+  double random_mix = 0.1;
+  int64_t folds = 1;
+  int64_t ordering_epochs = 1;
+  template <class V>
+  void visit(V& v) {
+    v("enabled", enabled, "serve training samples easy-to-hard by a difficulty score (ours; DELT-style ordering)");
+    v.choice("scorer", scorer, {"entropy", "loss"},
+             "difficulty: entropy = unigram entropy of the window's tokens in bits (repetitive text is easy; "
+             "replaces a length score, constant for fixed-length windows); loss = mean per-token loss of "
+             "reference_checkpoint's model in eval mode");
+    v("reference_checkpoint", reference_checkpoint, "scorer=loss: run directory whose latest checkpoint scores the data");
+    v("score_samples", score_samples,
+      "windows scored (a random subset; unscored ones are served in the random mix); 0 = the samples the run "
+      "draws, xtrain.steps x train_batch_size, capped at the train set");
+    v("random_mix", random_mix, "fraction in [0, 1] of positions served uniformly at random instead of in order");
+    v("folds", folds, "DELT folding: the sorted scored samples are dealt round-robin into this many folds, each "
+      "served easy-to-hard in turn (1 = one easy-to-hard pass)");
+    v("ordering_epochs", ordering_epochs, "epochs served in difficulty order; later epochs are shuffled uniformly");
+  }
+};
+
 struct DataOptions {
   std::string type = "text";   // text | mnist | fashion_mnist
   std::string path = "mobydick";  // text: a file or "mobydick"; images: a folder, or "" for the default
   double val_fraction = 0.1;   // text: the last fraction of the file is validation
   int64_t prefetch = 2;        // batches prepared ahead by the loader thread
+  DataOrderingOptions ordering;
   template <class V>
   void visit(V& v) {
     v.choice("type", type, {"text", "mnist", "fashion_mnist"}, "dataset kind");
     v("path", path, "text file or dataset folder ('mobydick' / '' = the bundled default)");
     v("val_fraction", val_fraction, "text: share of the corpus held out for validation (taken from the end)");
     v("prefetch", prefetch, "batches prepared ahead in a background thread (0: none)");
+    v("ordering", ordering, "difficulty-ordered sampling");
   }
 };
 

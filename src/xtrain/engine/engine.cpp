@@ -59,6 +59,7 @@ void Engine::setup(zero::NamedParams params) {
   so.prescale_gradients = config_.engine.prescale_gradients;
   so.gradient_predivide_factor = config_.engine.gradient_predivide_factor;
   so.allow_untested_optimizer = config_.engine.zero_allow_untested_optimizer;
+  params_ = params;
   strategy_ = zero::make_strategy(std::move(params), module_, so, dp_);
   if (module_ && policy_.param_dtype != at::kFloat) {  // floating buffers (BatchNorm statistics) follow
     at::NoGradGuard no_grad;
@@ -67,6 +68,14 @@ void Engine::setup(zero::NamedParams params) {
     }
   }
   schedule_ = sched::make_schedule(config_.scheduler, config_.optimizer.lr());
+}
+
+zero::NamedParams Engine::full_parameters() {
+  auto out = strategy_->gathered_parameters();
+  if (!out.empty()) return out;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : params_) out.emplace_back(name, p.detach().clone());
+  return out;
 }
 
 at::Tensor Engine::forward(const data::Batch& batch) {

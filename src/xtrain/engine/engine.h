@@ -84,6 +84,9 @@ class Engine {
   const zero::FlatLayout& layout() const { return strategy_->layout(); }
   int64_t num_parameters() const { return strategy_->layout().used; }
   zero::MemoryReport memory() const { return strategy_->memory(); }
+  // Every trainable parameter whole, by name, in the model's dtype (copies). Collective: every
+  // data-parallel rank calls it (ZeRO stage 3 gathers the shards).
+  zero::NamedParams full_parameters();
   const zero::Strategy& strategy() const { return *strategy_; }
   comm::Communicator& dp() const { return *dp_; }
   int64_t gradient_accumulation_steps() const { return gas_; }
@@ -119,6 +122,7 @@ class Engine {
   precision::PrecisionPolicy policy_;
   precision::LossScaler scaler_;
   std::vector<std::string> scaler_messages_;
+  zero::NamedParams params_;                   // the trainable parameters, as given
   std::unique_ptr<zero::Strategy> strategy_;  // parameters, gradients, optimizer state, reduction
   std::unique_ptr<sched::Schedule> schedule_;
   int64_t gas_ = 1;

@@ -80,7 +80,7 @@ struct TrainerOptions {
     v("steps", steps, "optimizer steps to train");
     v("eval_interval", eval_interval, "validate every N steps (0: only at the end)");
     v("eval_batches", eval_batches, "micro-batches per validation");
-    v("save_interval", save_interval, "checkpoint every N steps (0: only at the end)");
+    v("save_interval", save_interval, "checkpoint every N steps (0: only at the end; -1: never)");
     v("keep_checkpoints", keep_checkpoints, "checkpoints kept (oldest deleted first; 0: all)");
     v("log_interval", log_interval, "metrics.jsonl every N steps (0: steps_per_print)");
     v("output", output, "folder holding run directories");

@@ -1,5 +1,6 @@
 #include "xtrain/engine/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
@@ -17,6 +18,7 @@
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/comm/communicator.h"
 #include "xtrain/data/curriculum.h"
+#include "xtrain/data/difficulty_sampler.h"
 #include "xtrain/data/loader.h"
 #include "xtrain/engine/engine.h"
 #include "xtrain/engine/run_dir.h"
@@ -29,6 +31,7 @@
 #include "xtrain/sched/lr_finder.h"
 #include "xtrain/sched/schedule.h"
 #include "xtrain/zero/memory_estimate.h"
+#include "xtrain/zero/offload/disk_backed_allocations.h"
 
 namespace xtrain {
 namespace fs = std::filesystem;
@@ -57,8 +60,57 @@ std::shared_ptr<comm::Communicator> join_group(const comm::RankInfo& rank, const
   return comm::Communicator::create(rank, cfg.comm);
 }
 
+// xtrain.data.ordering.scorer=loss: each sample's mean per-token cross-entropy under the model of a
+// reference run's latest checkpoint, in eval mode.
+data::SampleScoreFn reference_loss(const std::string& reference_dir, std::shared_ptr<data::Dataset> dataset,
+                                   int64_t seq_len) {
+  XTRAIN_USAGE_CHECK(fs::exists(fs::path(reference_dir) / "config.json"),
+                     "config: xtrain.data.ordering.reference_checkpoint \"", reference_dir,
+                     "\" is not a run directory (no config.json): name a finished xtrain train --output folder");
+  // Building the reference model draws its initial weights from the default generator: restore it,
+  // so turning the scorer on leaves the trained model's dropout stream as it was.
+  at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator
+  const at::Tensor rng = gen.get_state();
+  auto ref = std::make_shared<TrainedRun>(load_trained_run(reference_dir));
+  gen.set_state(rng);
+  XTRAIN_USAGE_CHECK(ref->model.task == "lm" && ref->config.model.seq_len >= seq_len,
+                     "config: xtrain.data.ordering.reference_checkpoint \"", reference_dir, "\" holds a ",
+                     ref->config.model.type, " with seq_len ", ref->config.model.seq_len,
+                     "; scoring needs a gpt with seq_len >= ", seq_len);
+  ref->model.module->eval();
+  return [ref, dataset](const std::vector<int64_t>& indices) {
+    at::NoGradGuard no_grad;
+    const auto b = dataset->collate(indices);
+    const at::Tensor logp = at::log_softmax(ref->model.forward(b.input).to(at::kFloat), -1);        // [B, T, V]
+    const at::Tensor nll = (-logp.gather(-1, b.target.unsqueeze(-1)).squeeze(-1)).mean(1).contiguous();  // [B]
+    return std::vector<float>(nll.data_ptr<float>(), nll.data_ptr<float>() + nll.numel());
+  };
+}
+
+// Difficulty-ordered (xtrain.data.ordering, scores cached in the run directory) or each rank's
+// deterministic shard of every epoch's permutation.
+std::unique_ptr<data::Sampler> make_train_sampler(const Setup& s, const std::string& run_dir) {
+  const auto& cfg = s.config;
+  const auto& o = cfg.data.ordering;
+  const int64_t n = s.data.train->size();
+  if (!o.enabled) return std::make_unique<data::DistributedSampler>(n, cfg.trainer.seed, s.rank.rank, s.rank.world_size);
+  data::validate_ordering(o);
+  data::ScoringRequest r;
+  r.scorer = o.scorer;
+  r.samples = o.score_samples > 0 ? o.score_samples : cfg.trainer.steps * *cfg.engine.train_batch_size;
+  r.seed = cfg.trainer.seed;
+  r.cache_path = run_dir.empty() ? "" : (fs::path(run_dir) / "difficulty_scores.bin").string();
+  r.write_cache = s.lead();
+  if (o.scorer == "loss") {
+    r.reference = fs::absolute(o.reference_checkpoint).string();
+    r.loss = reference_loss(o.reference_checkpoint, s.data.train, cfg.model.seq_len);
+  }
+  return std::make_unique<data::DifficultySampler>(n, data::compute_scores(*s.data.train, r), o, cfg.trainer.seed,
+                                                   s.rank.rank, s.rank.world_size);
+}
+
 Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
-            std::shared_ptr<comm::Communicator> group = nullptr) {
+            std::shared_ptr<comm::Communicator> group = nullptr, const std::string& run_dir = "") {
   Setup s;
   s.config = cfg;
   s.rank = rank;
@@ -84,7 +136,16 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
                                                         cfg.engine.grad_accum_dtype));
   if (cfg.tf32.enabled) log::info("tf32: enabled in the config; it only affects CUDA matmuls (this run is on CPU)");
   torch::manual_seed(cfg.trainer.seed);
-  s.model = models::build_model(mo);
+  {
+    // ZeRO stage 3 with parameters on NVMe: the model is built into file-backed memory (the page
+    // cache), so constructing it whole on every rank before partitioning needs no RAM of its own.
+    const auto& z = cfg.zero_optimization;
+    std::optional<zero::DiskBackedAllocations> construct_on_disk;
+    if (z.stage == 3 && z.offload_param.device == "nvme" && !z.offload_param.nvme_path.empty()) {
+      construct_on_disk.emplace(z.offload_param.nvme_path);
+    }
+    s.model = models::build_model(mo);
+  }
   // No-op unless activation_checkpointing.enabled; UsageError for a model other than gpt.
   models::apply_activation_checkpointing(*s.model.module, cfg.activation_checkpointing);
   if (cfg.curriculum_learning.enabled) {
@@ -101,10 +162,7 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
       s.model.module, [forward, loss](const data::Batch& b) { return loss(forward(b.input), b.target); }, s.config,
       s.comm);
   const int64_t micro = *cfg.engine.train_micro_batch_size_per_gpu;
-  // Each rank draws its own deterministic shard of every epoch's permutation.
-  s.train_loader = std::make_unique<data::Loader>(
-      s.data.train, data::DistributedSampler(s.data.train->size(), cfg.trainer.seed, rank.rank, rank.world_size),
-      micro, cfg.data.prefetch);
+  s.train_loader = std::make_unique<data::Loader>(s.data.train, make_train_sampler(s, run_dir), micro, cfg.data.prefetch);
   return s;
 }
 
@@ -302,7 +360,8 @@ std::vector<std::pair<std::string, at::Tensor>> named_tensors(const torch::nn::M
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& p : m.named_parameters()) {
     const at::Tensor t = grads ? p.value().grad() : p.value();
-    if (t.defined()) out.emplace_back(p.key(), grads ? t.detach() / scale : t.detach());
+    // Undefined, or empty: a ZeRO stage-3 parameter between uses.
+    if (t.defined() && t.numel() > 0) out.emplace_back(p.key(), grads ? t.detach() / scale : t.detach());
   }
   return out;
 }
@@ -367,7 +426,7 @@ TrainResult train(const TrainRequest& request) {
                      " already has checkpoints: add --resume to continue it, or choose another --output");
   if (rank.rank == 0) fs::create_directories(run_dir);
   if (loaded.config.trainer.threads > 0) at::set_num_threads(static_cast<int>(loaded.config.trainer.threads));
-  Setup s = build(loaded.config, rank, group);
+  Setup s = build(loaded.config, rank, group, run_dir);
   if (s.lead()) write_file_atomic((fs::path(run_dir) / "config.json").string(), config::to_json(s.config) + "\n");
   s.comm->barrier();  // the run directory exists for every rank
   if (request.resume) resume(s, run_dir);
@@ -444,8 +503,12 @@ TrainResult train(const TrainRequest& request) {
   result.tokens_per_second = progress.rate();
   result.final_eval = evaluate(s.model, *s.data.val, c, c.trainer.eval_batches);
   mon.write_eval(result.steps, result.final_eval.loss, result.final_eval.accuracy);
-  if (last_saved != result.steps) save(s, run_dir);
-  if (s.lead() && s.text && c.trainer.generate.tokens > 0) result.sample = sample_text(s.model, c);
+  if (c.trainer.save_interval >= 0 && last_saved != result.steps) save(s, run_dir);
+  // Under ZeRO stage 3 each forward gathers parameters collectively: every rank runs the sampler.
+  if ((s.lead() || c.zero_optimization.stage == 3) && s.text && c.trainer.generate.tokens > 0) {
+    auto sample = sample_text(s.model, c);
+    if (s.lead()) result.sample = std::move(sample);
+  }
   log::info("done: ", result.steps, " steps in ", monitor::format_duration(progress.elapsed()), " | train loss ",
             fmt(result.final_train_loss), " | ", describe_eval(result.final_eval, s.text), " | ",
             monitor::format_rate(result.tokens_per_second), s.text ? " tok/s" : " samples/s");

@@ -86,4 +86,18 @@ at::Tensor GPTImpl::head(const at::Tensor& h) {
 
 at::Tensor GPTImpl::forward(const at::Tensor& idx) { return head(hidden(idx)); }
 
+std::vector<std::shared_ptr<torch::nn::Module>> GPTImpl::routed_units() const {
+  std::vector<std::shared_ptr<torch::nn::Module>> out;
+  for (const auto& b : *blocks) out.push_back(b);
+  return out;
+}
+
+void GPTImpl::wrap_units(Wrapper outer) {
+  block_runner_ = [outer = std::move(outer), previous = block_runner_](int64_t i, nn::BlockImpl& block,
+                                                                        const at::Tensor& x) {
+    const UnitFn inner = [&](const at::Tensor& in) { return previous ? previous(i, block, in) : block.forward(in); };
+    return outer(i, block, inner, x);
+  };
+}
+
 }  // namespace xtrain::models

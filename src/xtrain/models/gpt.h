@@ -15,10 +15,11 @@
 #include "xtrain/nn/embedding.h"
 #include "xtrain/nn/layer_norm.h"
 #include "xtrain/nn/linear.h"
+#include "xtrain/nn/unit_router.h"
 
 namespace xtrain::models {
 
-class GPTImpl : public torch::nn::Module {
+class GPTImpl : public torch::nn::Module, public nn::UnitRouted {
  public:
   // Sizes from `options` (layers, d_model, heads, seq_len, vocab, dropout, tie_embeddings) and the
   // attention of every block (`attention`: dense or multiscale, windows, kernel; the parameters are
@@ -34,6 +35,10 @@ class GPTImpl : public torch::nn::Module {
   // call) or activation checkpointing install a wrapper instead of editing forward.
   using BlockRunner = std::function<at::Tensor(int64_t i, nn::BlockImpl& block, const at::Tensor& x)>;
   void set_block_runner(BlockRunner runner) { block_runner_ = std::move(runner); }
+
+  // nn::UnitRouted: the blocks, wrapped around the current block runner.
+  std::vector<std::shared_ptr<torch::nn::Module>> routed_units() const override;
+  void wrap_units(Wrapper outer) override;
 
   const ModelOptions& options() const { return options_; }
 

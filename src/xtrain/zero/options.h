@@ -18,11 +18,11 @@ struct OffloadOptimizerOptions {
   template <class V>
   void visit(V& v) {
     v.choice("device", device, {"none", "cpu", "nvme"}, "where the optimizer state lives");
-    v("nvme_path", nvme_path, "folder for the optimizer-state files (device nvme)");
+    v("nvme_path", nvme_path, "folder for the optimizer-state files (device nvme), removed at exit");
     v("pin_memory", pin_memory, "page-locked staging buffers (CUDA builds)");
-    v("buffer_count", buffer_count, "swap buffers");
-    v("pipeline_read", pipeline_read, "overlap reads with the step");
-    v("pipeline_write", pipeline_write, "overlap writes with the step");
+    v("buffer_count", buffer_count, "accepted; device nvme uses three chunk buffers (read, step, write)");
+    v("pipeline_read", pipeline_read, "accepted; nvme reads overlap the step unless aio.overlap_events=false");
+    v("pipeline_write", pipeline_write, "accepted; nvme writes overlap the step unless aio.overlap_events=false");
     v("fast_init", fast_init, "accepted for compatibility");
     v("ratio", ratio, "fraction of the step run on the CPU (1.0 only)");
   }
@@ -38,11 +38,11 @@ struct OffloadParamOptions {
   template <class V>
   void visit(V& v) {
     v.choice("device", device, {"none", "cpu", "nvme"}, "where stage-3 parameter partitions live");
-    v("nvme_path", nvme_path, "folder for the parameter files (device nvme)");
+    v("nvme_path", nvme_path, "folder for the parameter-shard files (device nvme); the model is also built there, in file-backed memory, before it is partitioned");
     v("pin_memory", pin_memory, "page-locked staging buffers (CUDA builds)");
-    v("buffer_count", buffer_count, "swap buffers");
-    v("buffer_size", buffer_size, "elements per swap buffer");
-    v("max_in_cpu", max_in_cpu, "elements kept in memory when swapping to NVMe");
+    v("buffer_count", buffer_count, "accepted; a unit's shard is read when it is gathered");
+    v("buffer_size", buffer_size, "accepted; see buffer_count");
+    v("max_in_cpu", max_in_cpu, "accepted; parameter shards on NVMe are not cached in memory");
   }
 };
 
@@ -102,13 +102,13 @@ struct ZeroOptions {
     v("elastic_checkpoint", elastic_checkpoint, "accepted; xtrain checkpoints always reshard");
     v("round_robin_gradients", round_robin_gradients, "accepted for compatibility");
     v("ignore_unused_parameters", ignore_unused_parameters, "parameters without gradients are allowed");
-    v("sub_group_size", sub_group_size, "elements per optimizer sub-group (offload chunking)");
-    v("stage3_prefetch_bucket_size", stage3_prefetch_bucket_size, "elements gathered ahead");
-    v("stage3_param_persistence_threshold", stage3_param_persistence_threshold, "smaller parameters stay whole");
-    v("stage3_model_persistence_threshold", stage3_model_persistence_threshold, "cap on persistent elements");
-    v("stage3_max_live_parameters", stage3_max_live_parameters, "gathered elements resident at most");
-    v("stage3_max_reuse_distance", stage3_max_reuse_distance, "keep a parameter reused within this distance");
-    v("stage3_gather_16bit_weights_on_model_save", stage3_gather_16bit_weights_on_model_save, "gather weights to save a 16-bit model");
+    v("sub_group_size", sub_group_size, "elements per optimizer sub-group (NVMe chunk, rounded up to 1024)");
+    v("stage3_prefetch_bucket_size", stage3_prefetch_bucket_size, "elements of the next units gathered ahead");
+    v("stage3_param_persistence_threshold", stage3_param_persistence_threshold, "parameters of at most this many elements stay whole on every rank");
+    v("stage3_model_persistence_threshold", stage3_model_persistence_threshold, "accepted; persistent parameters are not capped");
+    v("stage3_max_live_parameters", stage3_max_live_parameters, "gathered elements resident at most (prefetch stops there; the unit in use is always gathered)");
+    v("stage3_max_reuse_distance", stage3_max_reuse_distance, "accepted; a unit is released after every use");
+    v("stage3_gather_16bit_weights_on_model_save", stage3_gather_16bit_weights_on_model_save, "accepted; `xtrain ckpt consolidate` writes the whole model");
     v("stage3_module_granularity_threshold", stage3_module_granularity_threshold, "accepted for compatibility");
     v("stage3_use_all_reduce_for_fetch_params", stage3_use_all_reduce_for_fetch_params, "accepted for compatibility");
     v("zero_hpz_partition_size", zero_hpz_partition_size, "ZeRO++ (not supported)");
@@ -132,11 +132,11 @@ struct AioOptions {
   template <class V>
   void visit(V& v) {
     v.alias("thread_count", "intra_op_parallelism", "");
-    v("block_size", block_size, "bytes per I/O request");
+    v("block_size", block_size, "bytes per I/O request (a multiple of 4096)");
     v("queue_depth", queue_depth, "requests in flight");
-    v("intra_op_parallelism", intra_op_parallelism, "I/O threads");
-    v("single_submit", single_submit, "submit requests one at a time");
-    v("overlap_events", overlap_events, "overlap submission and completion");
+    v("intra_op_parallelism", intra_op_parallelism, "accepted; one io_uring thread per NVMe state file");
+    v("single_submit", single_submit, "one io_uring_submit per request instead of per batch");
+    v("overlap_events", overlap_events, "overlap NVMe reads and writes with the optimizer step (false: in order)");
     v("use_gds", use_gds, "GPUDirect Storage (not supported)");
   }
 };

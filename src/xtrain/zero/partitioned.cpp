@@ -8,6 +8,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/parallel/data/bucket_plan.h"
+#include "xtrain/zero/offload/nvme_optimizer.h"
 #include "xtrain/zero/shard_io.h"
 
 namespace xtrain::zero {
@@ -54,10 +55,19 @@ PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptio
       full.narrow(0, s.offset, s.numel).copy_(named_[i].second.reshape({-1}));
     }
     if (dp_->distributed()) dp_->broadcast(full, 0);
-    master_ = at::empty({sl_.shard_numel()}, at::kFloat);
+    auto master = at::empty({sl_.shard_numel()}, at::kFloat);
     for (size_t u = 0; u < sl_.units.size(); ++u) {
       const auto& unit = sl_.units[u];
-      master_.narrow(0, unit.local, unit.shard).copy_(full.narrow(0, sl_.owned_begin(u, rank_), unit.shard));
+      master.narrow(0, unit.local, unit.shard).copy_(full.narrow(0, sl_.owned_begin(u, rank_), unit.shard));
+    }
+    if (options_.zero.offload_optimizer.device == "nvme") {
+      const auto& z = options_.zero;
+      nvme_ = std::make_unique<NvmeOptimizerState>(z.offload_optimizer.nvme_path, rank_, sl_.shard_numel(),
+                                                   options_.optimizer, z.offload_optimizer, options_.aio,
+                                                   z.sub_group_size);
+      nvme_->initialize(master);
+    } else {
+      master_ = master;
     }
     for (size_t i = 0; i < named_.size(); ++i) {
       const auto& s = sl_.flat.slots[i];
@@ -67,8 +77,10 @@ PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptio
   model_params_ = at::zeros({sl_.flat.numel}, dtype);
   bind_params(named_, sl_.flat, model_params_);
   segments_ = sl_.local_segments(rank_);
-  optimizer_ = optim::make_optimizer(options_.optimizer);
-  optimizer_->init_state(sl_.shard_numel());
+  if (!nvme_) {
+    optimizer_ = optim::make_optimizer(options_.optimizer);
+    optimizer_->init_state(sl_.shard_numel());
+  }
 
   if (stage == 1) {
     grads_ = at::zeros({sl_.flat.numel}, dtype);
@@ -102,7 +114,11 @@ std::string PartitionedStrategy::describe() const {
   return c10::str("ZeRO stage ", options_.zero.stage, ": optimizer state", options_.zero.stage == 2 ? " and gradients" : "",
                   " partitioned over ", dp_->size(), " data-parallel ranks (", sl_.units.size(), " units, ",
                   sl_.shard_numel(), " elements per rank)",
-                  options_.zero.offload_optimizer.device == "cpu" ? "; optimizer state and step on the CPU" : "");
+                  options_.zero.offload_optimizer.device == "cpu" ? "; optimizer state and step on the CPU" : "",
+                  nvme_ ? c10::str("; fp32 master and optimizer state (", nvme_->disk_bytes(), " bytes) on NVMe in ",
+                                   nvme_->file_path(), nvme_->direct_io() ? "" : " (buffered I/O)", ", stepped in ",
+                                   nvme_->num_chunks(), " chunks of ", nvme_->chunk_numel(), " elements")
+                        : std::string());
 }
 
 void PartitionedStrategy::before_backward(bool /*boundary*/) {
@@ -194,7 +210,7 @@ double PartitionedStrategy::grad_norm_squared() {
 
 void PartitionedStrategy::step(const StepHyper& h) {
   optim::StepInputs in;
-  in.params = master_;
+  in.params = master_;  // undefined with NVMe offload: the master comes from disk
   in.grads = part_grad_;
   in.grad_scale = h.grad_scale;
   in.segments = &segments_;
@@ -202,15 +218,32 @@ void PartitionedStrategy::step(const StepHyper& h) {
   in.beta1_override = h.beta1_override;
   in.beta2_override = h.beta2_override;
   at::NoGradGuard no_grad;
-  optimizer_->step(in);
+  if (nvme_) {
+    nvme_->step(in, [this](int64_t local, const at::Tensor& values) { write_own(local, values); });
+  } else {
+    optimizer_->step(in);
+    write_own(0, master_);
+  }
   std::vector<comm::Work> works;
-  for (size_t u = 0; u < sl_.units.size(); ++u) {  // own shard into the model's dtype, then all-gather
+  for (size_t u = 0; u < sl_.units.size(); ++u) {
     const auto& unit = sl_.units[u];
     auto own = model_params_.narrow(0, sl_.owned_begin(u, rank_), unit.shard);
-    own.copy_(master_.narrow(0, unit.local, unit.shard));
     works.push_back(dp_->all_gather(own, model_params_.narrow(0, unit.begin, unit.numel), /*async=*/true));
   }
   for (auto& w : works) w.wait();
+}
+
+// Shard elements [local, local + n) of the master weights into this rank's slices of the model's
+// parameters (the model's dtype).
+void PartitionedStrategy::write_own(int64_t local, const at::Tensor& values) {
+  const int64_t end = local + values.numel();
+  for (size_t u = 0; u < sl_.units.size(); ++u) {
+    const auto& unit = sl_.units[u];
+    const int64_t b = std::max(local, unit.local), e = std::min(end, unit.local + unit.shard);
+    if (b >= e) continue;
+    auto own = model_params_.narrow(0, sl_.owned_begin(u, rank_) + (b - unit.local), e - b);
+    own.copy_(values.narrow(0, b - local, e - b));
+  }
 }
 
 void PartitionedStrategy::zero_grads() {
@@ -219,33 +252,63 @@ void PartitionedStrategy::zero_grads() {
   part_grad_.zero_();
 }
 
-std::string PartitionedStrategy::optimizer_name() const { return optimizer_->name(); }
-int64_t PartitionedStrategy::optimizer_step_count() const { return optimizer_->step_count(); }
-void PartitionedStrategy::set_optimizer_step_count(int64_t n) { optimizer_->set_step_count(n); }
+std::string PartitionedStrategy::optimizer_name() const {
+  return nvme_ ? nvme_->optimizer_name() : optimizer_->name();
+}
+int64_t PartitionedStrategy::optimizer_step_count() const {
+  return nvme_ ? nvme_->step_count() : optimizer_->step_count();
+}
+void PartitionedStrategy::set_optimizer_step_count(int64_t n) {
+  if (nvme_) {
+    nvme_->set_step_count(n);
+  } else {
+    optimizer_->set_step_count(n);
+  }
+}
 
 MemoryReport PartitionedStrategy::memory() const {
   MemoryReport r;
   r.param_bytes = bytes(model_params_);
   r.grad_bytes = options_.zero.stage == 1 ? bytes(grads_) + bytes(grad_acc_) : bytes(part_grad_);
+  if (nvme_) {  // in memory only the chunk buffers, each master + states in equal parts
+    r.master_bytes = nvme_->buffer_bytes() / static_cast<int64_t>(1 + nvme_->state_names().size());
+    r.optimizer_bytes = nvme_->buffer_bytes() - r.master_bytes;
+    r.disk_bytes = nvme_->disk_bytes();
+    return r;
+  }
   r.master_bytes = bytes(master_);
   for (auto& [name, t] : optimizer_->state()) r.optimizer_bytes += bytes(t);
   return r;
 }
 
-void PartitionedStrategy::save(checkpoint::CheckpointWriter& writer) const {
+// The shard buffers save()/load() go through: in memory, or read whole from the NVMe file.
+NamedBuffers PartitionedStrategy::state_buffers(bool with_optimizer) const {
+  if (nvme_) {
+    NamedBuffers buffers{{"master", nvme_->read("master")}};
+    if (with_optimizer) {
+      for (const auto& name : nvme_->state_names()) buffers.emplace_back(name, nvme_->read(name));
+    }
+    return buffers;
+  }
   NamedBuffers buffers{{"master", master_}};
-  for (auto& [name, t] : optimizer_->state()) buffers.emplace_back(name, t);
-  save_shards(writer, sl_, rank_, options_.zero.stage, buffers);
+  if (with_optimizer) {
+    for (auto& [name, t] : optimizer_->state()) buffers.emplace_back(name, t);
+  }
+  return buffers;
+}
+
+void PartitionedStrategy::save(checkpoint::CheckpointWriter& writer) const {
+  save_shards(writer, sl_, rank_, options_.zero.stage, state_buffers(true));
 }
 
 void PartitionedStrategy::load(const checkpoint::CheckpointReader& reader, bool load_optimizer) {
   at::NoGradGuard no_grad;
   const auto full = consolidate(reader, load_optimizer);
-  NamedBuffers buffers{{"master", master_}};
-  if (load_optimizer) {
-    for (auto& [name, t] : optimizer_->state()) buffers.emplace_back(name, t);
-  }
+  const auto buffers = state_buffers(load_optimizer);
   load_shards(full, sl_, rank_, buffers);
+  if (nvme_) {
+    for (const auto& [name, t] : buffers) nvme_->write(name, t);
+  }
   std::map<std::string, at::Tensor> model(full.model.begin(), full.model.end());
   for (const auto& s : sl_.flat.slots) model_params_.narrow(0, s.offset, s.numel).copy_(model.at(s.name).reshape({-1}));
   zero_grads();

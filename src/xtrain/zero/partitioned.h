@@ -6,12 +6,15 @@
 // asynchronously (overlapped with the rest of backward, every micro-batch, as DeepSpeed does) and
 // added to this rank's shard; the parameters' .grad are released at once, so no full gradient
 // exists. After the step each rank's updated shard is all-gathered into every rank's parameters.
+// offload_optimizer.device "nvme": the master shard and the moments live in a file
+// (offload/nvme_optimizer.h), stepped chunk by chunk; checkpoints are the same as in memory.
 #pragma once
 #include <deque>
 #include <memory>
 #include <mutex>
 
 #include "xtrain/comm/communicator.h"
+#include "xtrain/zero/shard_io.h"
 #include "xtrain/zero/shard_layout.h"
 #include "xtrain/zero/strategy.h"
 
@@ -20,6 +23,8 @@ struct Node;
 }
 
 namespace xtrain::zero {
+
+class NvmeOptimizerState;
 
 class PartitionedStrategy : public Strategy {
  public:
@@ -50,6 +55,8 @@ class PartitionedStrategy : public Strategy {
     at::Tensor staging, out;
     comm::Work work;
   };
+  void write_own(int64_t local, const at::Tensor& values);
+  NamedBuffers state_buffers(bool with_optimizer) const;
   void launch_ready();  // caller holds mutex_
   void launch(size_t unit);
   void drain(size_t keep);
@@ -62,12 +69,13 @@ class PartitionedStrategy : public Strategy {
   at::ScalarType reduce_dtype_ = at::kFloat;  // gradients are summed and accumulated in this dtype
   double pre_ = 1.0, post_ = 1.0;             // DeepSpeed's gradient pre/post scaling
   at::Tensor model_params_;  // full buffer, the model's dtype; the parameters are views of it
-  at::Tensor master_;        // fp32 shard buffer
+  at::Tensor master_;        // fp32 shard buffer (undefined with NVMe offload)
   at::Tensor grads_;         // stage 1: the parameters' .grad (full, model dtype)
   at::Tensor grad_acc_;      // stage 1 mixed precision: full buffer of reduce_dtype_
   at::Tensor part_grad_;     // this rank's reduced gradients (shard buffer of reduce_dtype_)
   std::vector<optim::Segment> segments_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;  // null with NVMe offload
+  std::unique_ptr<NvmeOptimizerState> nvme_;     // offload_optimizer.device "nvme"
   // Stage 2: units launch in reverse layout order (autograd's order), each once all its slots
   // have their gradient; the same sequence on every rank.
   std::mutex mutex_;

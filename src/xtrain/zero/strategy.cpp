@@ -5,13 +5,17 @@
 #include "xtrain/comm/communicator.h"
 #include "xtrain/zero/partitioned.h"
 #include "xtrain/zero/replicated.h"
+#include "xtrain/zero/stage3.h"
 
 namespace xtrain::zero {
 
 namespace {
 void check_supported(const StrategyOptions& o) {
   const auto& z = o.zero;
-  XTRAIN_USAGE_CHECK(z.stage >= 0 && z.stage <= 2, "zero: not supported yet: zero_optimization.stage ", z.stage);
+  XTRAIN_USAGE_CHECK(z.stage >= 0 && z.stage <= 3, "zero: zero_optimization.stage must be 0, 1, 2 or 3, got ", z.stage);
+  XTRAIN_USAGE_CHECK(z.offload_optimizer.device != "nvme" || z.stage >= 1,
+                     "zero: offload_optimizer.device nvme needs zero_optimization.stage 1, 2 or 3, got stage ", z.stage,
+                     " (zero_optimization.offload_optimizer.device)");
   if (z.stage == 0) return;
   const auto& type = o.optimizer.type;
   // LAMB's per-parameter trust ratio would need partial norms summed across ranks for split parameters.
@@ -19,21 +23,25 @@ void check_supported(const StrategyOptions& o) {
                      " (ZeRO supports Adam, AdamW and, with zero_allow_untested_optimizer, SGD)");
   XTRAIN_USAGE_CHECK(type == "Adam" || type == "AdamW" || o.allow_untested_optimizer, "zero: optimizer ", type,
                      " is not tested with ZeRO (stage ", z.stage, "); set \"zero_allow_untested_optimizer\": true");
-  XTRAIN_USAGE_CHECK(z.offload_param.device == "none", "zero: offload_param needs stage 3, got stage ", z.stage,
-                     " (zero_optimization.offload_param.device)");
-  XTRAIN_USAGE_CHECK(z.offload_optimizer.device == "none" || z.offload_optimizer.device == "cpu",
-                     "zero: not supported yet: zero_optimization.offload_optimizer.device \"",
-                     z.offload_optimizer.device, "\"");
+  XTRAIN_USAGE_CHECK(z.offload_param.device == "none" || z.stage == 3, "zero: offload_param needs stage 3, got stage ",
+                     z.stage, " (zero_optimization.offload_param.device)");
+  XTRAIN_USAGE_CHECK(z.offload_optimizer.device == "none" || z.offload_optimizer.device == "cpu" ||
+                         z.offload_optimizer.device == "nvme",
+                     "zero: offload_optimizer.device must be none, cpu or nvme, got \"", z.offload_optimizer.device,
+                     "\" (zero_optimization.offload_optimizer.device)");
   XTRAIN_USAGE_CHECK(o.alignment > 0, "zero: alignment must be > 0, got ", o.alignment);
 }
 }  // namespace
 
 // CPU offload of the optimizer: on a CPU build the master shard, the moments and the step already
 // live in host memory, so `offload_optimizer.device: cpu` selects the same strategy.
-std::unique_ptr<Strategy> make_strategy(NamedParams params, std::shared_ptr<torch::nn::Module> /*module*/,
+std::unique_ptr<Strategy> make_strategy(NamedParams params, std::shared_ptr<torch::nn::Module> module,
                                         const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp) {
   check_supported(options);
   if (options.zero.stage == 0) return std::make_unique<ReplicatedStrategy>(std::move(params), options, std::move(dp));
+  if (options.zero.stage == 3) {
+    return std::make_unique<Stage3Strategy>(std::move(params), std::move(module), options, std::move(dp));
+  }
   return std::make_unique<PartitionedStrategy>(std::move(params), options, std::move(dp));
 }
 

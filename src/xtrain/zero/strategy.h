@@ -89,6 +89,10 @@ class Strategy {
   virtual void load(const checkpoint::CheckpointReader& reader, bool load_optimizer) = 0;
 
   virtual MemoryReport memory() const = 0;
+
+  // Every parameter whole, by name (collective: every rank calls it). Empty when the model's own
+  // parameters are whole on every rank (stages 0-2); stage 3 gathers them from the shards.
+  virtual NamedParams gathered_parameters() { return {}; }
 };
 
 // `module` may be null (named parameters only); stage 3 uses it to find its units.

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The largest GPT that trains on this machine with 2 ranks, per ZeRO variant: for each variant the
+# sizes are tried in order (2 optimizer steps each, AdamW, micro-batch 1 x 64 tokens) and the
+# run's outcome, rank 0's peak RSS, model states in memory and on disk, and the step time printed.
+# The first failure ends a variant (the kernel's OOM killer ends a rank that does not fit).
+# fp32 AdamW unless EXTRA says otherwise.
+#   XTRAIN=build/xtrain NVME_DIR=/tmp/zero-nvme bench/zero_largest.sh "stage0:16x1536,16x1792" "stage3nvme:16x3072"
+# A variant is stage0 | stage2 | stage3 | stage3nvme (optimizer state and parameters on NVMe);
+# a size is LAYERSxD_MODEL (heads = D_MODEL / 128). EXTRA: more --set arguments for every run
+# (e.g. "--set bf16.enabled=true --set data_types.grad_accum_dtype=bf16"). SUB_GROUP: sub_group_size
+# of the NVMe variant (default 50M elements; its three chunk buffers are 36 bytes per element).
+set -uo pipefail
+XTRAIN=${XTRAIN:-build/xtrain}
+OUT=${OUT:-/tmp/xtrain-zero-largest}
+NVME_DIR=${NVME_DIR:-$OUT/nvme}
+SEQ=${SEQ:-64}
+read -r -a extra_sets <<<"${EXTRA:-}"
+# Freed blocks the memory pool may keep per rank: little, near the memory limit.
+export XTRAIN_MEMORY_POOL_CACHE_MB=${XTRAIN_MEMORY_POOL_CACHE_MB:-256}
+mkdir -p "$OUT" "$NVME_DIR"
+echo "# $(date -u +%FT%TZ)  $(nproc) cores  $(free -g | awk '/Mem:/ {print $2}') GiB  free disk $(df -BG --output=avail "$NVME_DIR" | tail -1 | tr -d ' ')  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-11s %-9s %9s %-6s %12s %14s %10s %10s\n' variant size params result "peak RSS MB" "states MB/rank" "disk GB" "s/step"
+for spec in "$@"; do
+  variant=${spec%%:*}
+  case $variant in
+    stage0) sets=(--set zero_optimization.stage=0) ;;
+    stage2) sets=(--set zero_optimization.stage=2) ;;
+    stage3) sets=(--set zero_optimization.stage=3) ;;
+    stage3nvme) sets=(--set zero_optimization.stage=3
+      --set zero_optimization.offload_optimizer.device=nvme --set zero_optimization.offload_optimizer.nvme_path="$NVME_DIR"
+      --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_param.nvme_path="$NVME_DIR"
+      --set zero_optimization.sub_group_size="${SUB_GROUP:-50000000}") ;;
+    *) echo "unknown variant $variant"; exit 2 ;;
+  esac
+  IFS=',' read -r -a sizes <<<"${spec#*:}"
+  for size in "${sizes[@]}"; do
+    layers=${size%x*}
+    dmodel=${size#*x}
+    run="$OUT/$variant-$size"
+    rm -rf "$run" "$NVME_DIR"/xtrain_*
+    start=$(date +%s)
+    "$XTRAIN" launch -N 2 -- train --config configs/gpt_small.json \
+      --set xtrain.model.layers="$layers" --set xtrain.model.d_model="$dmodel" --set xtrain.model.heads=$((dmodel / 128)) \
+      --set xtrain.model.seq_len="$SEQ" --set xtrain.model.dropout=0 --set train_micro_batch_size_per_gpu=1 \
+      --set gradient_accumulation_steps=1 --set xtrain.steps=2 --set steps_per_print=1 --set xtrain.eval_interval=0 \
+      --set xtrain.save_interval=-1 --set xtrain.eval_batches=1 --set xtrain.generate.tokens=0 \
+      --set xtrain.monitor.peak_tflops=1 "${sets[@]}" "${extra_sets[@]}" --output "$run" >"$run.log" 2>&1
+    code=$?
+    secs=$(($(date +%s) - start))
+    python3 - "$run/metrics.jsonl" "$run.log" "$variant" "$size" "$code" "$secs" "$SEQ" <<'EOF'
+import json, os, re, sys
+metrics, log, variant, size, code, secs, seq = sys.argv[1:8]
+text = open(log).read()
+m = re.search(r"model: gpt with (\d+) parameters", text)
+params = f"{int(m.group(1)) / 1e9:.2f}B" if m else "?"
+rows = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
+rows = [r for r in rows if "memory/peak_rss_mb" in r]
+ok = code == "0" and rows
+peak = max((r["memory/peak_rss_mb"] for r in rows), default=0)
+last = rows[-1] if rows else {}
+states = sum(v for k, v in last.items() if k.startswith("memory/") and k.endswith("_mb") and "rss" not in k and "nvme" not in k)
+disk = last.get("memory/nvme_mb", 0) / 1e3
+steps = [r for r in rows if "train/tokens_per_s" in r]
+step_s = 2 * int(seq) / steps[-1]["train/tokens_per_s"] if steps else float("nan")
+print(f"{variant:<11} {size:<9} {params:>9} {'ok' if ok else 'FAIL':<6} {peak:12.0f} {states:14.0f} {disk:10.1f} {step_s:10.1f}   ({secs} s)")
+EOF
+    if [ "$code" != 0 ]; then tail -3 "$run.log" | sed 's/^/    /'; break; fi
+  done
+done
+rm -rf "$NVME_DIR"/xtrain_*

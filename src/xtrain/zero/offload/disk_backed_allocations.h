@@ -1,0 +1,39 @@
+// While an instance lives, LibTorch CPU allocations of at least `min_bytes` are backed by unlinked
+// files under `dir` (MAP_SHARED mappings), not by anonymous memory: a model constructed whole on
+// every rank before ZeRO stage 3 partitions it (the role of DeepSpeed's zero.Init) then sits in the
+// page cache, which the kernel writes back to disk under memory pressure, instead of needing
+// 4 bytes per parameter of RAM on every rank. Smaller requests go to the allocator that was
+// installed. A block's deleter unmaps it, which frees its file. One instance at a time; create and
+// destroy it on one thread while no other thread allocates (c10's allocator registry is global).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace c10 {
+struct Allocator;
+}
+
+namespace xtrain::zero {
+
+// Bytes of file-backed blocks alive now (made under any instance, not yet freed): disk space that
+// partitioning the model will give back, which the NVMe space checks may count as available.
+int64_t disk_backed_live_bytes();
+
+class DiskBackedAllocations {
+ public:
+  explicit DiskBackedAllocations(const std::string& dir, int64_t min_bytes = int64_t{1} << 20);
+  ~DiskBackedAllocations();  // restores the previous allocator; blocks already handed out stay valid
+  DiskBackedAllocations(const DiskBackedAllocations&) = delete;
+  DiskBackedAllocations& operator=(const DiskBackedAllocations&) = delete;
+
+  int64_t blocks() const;  // file-backed blocks handed out so far
+  int64_t bytes() const;
+
+  struct Impl;
+
+ private:
+  Impl* impl_;
+  c10::Allocator* previous_ = nullptr;
+};
+
+}  // namespace xtrain::zero
