@@ -63,12 +63,16 @@ void GPTImpl::init_weights() {
   }
 }
 
-at::Tensor GPTImpl::hidden(const at::Tensor& idx) {
+void check_gpt_input(const at::Tensor& idx, int64_t seq_len) {
   XTRAIN_USAGE_CHECK(idx.dim() == 2 && idx.scalar_type() == at::kLong, "models: gpt input must be int64 [B, T], got ",
                      idx.scalar_type(), idx.sizes());
+  XTRAIN_USAGE_CHECK(idx.size(1) <= seq_len, "models: gpt input has T=", idx.size(1),
+                     " tokens, more than xtrain.model.seq_len=", seq_len);
+}
+
+at::Tensor GPTImpl::hidden(const at::Tensor& idx) {
+  check_gpt_input(idx, options_.seq_len);
   const int64_t T = idx.size(1);
-  XTRAIN_USAGE_CHECK(T <= options_.seq_len, "models: gpt input has T=", T, " tokens, more than xtrain.model.seq_len=",
-                     options_.seq_len);
   // Positions 0..T-1 are the first T rows of wpe: a view instead of an arange + gather.
   auto x = wte->forward(idx) + wpe->weight.narrow(0, 0, T);
   x = kernels::dropout(x, options_.dropout, is_training());

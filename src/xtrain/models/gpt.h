@@ -19,6 +19,9 @@
 
 namespace xtrain::models {
 
+// UsageError unless idx is int64 [B, T] with T <= seq_len (the input of every GPT variant).
+void check_gpt_input(const at::Tensor& idx, int64_t seq_len);
+
 class GPTImpl : public torch::nn::Module, public nn::UnitRouted {
  public:
   // Sizes from `options` (layers, d_model, heads, seq_len, vocab, dropout, tie_embeddings) and the

@@ -49,11 +49,8 @@ TensorParallelGPTImpl::TensorParallelGPTImpl(const ModelOptions& options, parall
 }
 
 at::Tensor TensorParallelGPTImpl::forward(const at::Tensor& idx) {
-  XTRAIN_USAGE_CHECK(idx.dim() == 2 && idx.scalar_type() == at::kLong, "models: gpt input must be int64 [B, T], got ",
-                     idx.scalar_type(), idx.sizes());
+  check_gpt_input(idx, options_.seq_len);
   const int64_t T = idx.size(1);
-  XTRAIN_USAGE_CHECK(T <= options_.seq_len, "models: gpt input has T=", T, " tokens, more than xtrain.model.seq_len=",
-                     options_.seq_len);
   auto x = wte->forward(idx) + wpe->weight.narrow(0, 0, T);
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto& block = *blocks[i];

@@ -10,6 +10,7 @@
 #include "xtrain/parallel/data/bucket_plan.h"
 #include "xtrain/zero/offload/nvme_optimizer.h"
 #include "xtrain/zero/shard_io.h"
+#include "xtrain/zero/shard_ops.h"
 
 namespace xtrain::zero {
 namespace {
@@ -202,21 +203,11 @@ void PartitionedStrategy::reduce() {
   if (post_ != 1.0) part_grad_.mul_(post_);
 }
 
-double PartitionedStrategy::grad_norm_squared() {
-  auto n = part_grad_.to(at::kFloat).norm().to(at::kDouble).pow(2).reshape({1});
-  if (dp_->distributed()) dp_->all_reduce(n, comm::ReduceOp::kSum);
-  return n.item<double>();
-}
+double PartitionedStrategy::grad_norm_squared() { return shard_grad_norm_squared(part_grad_, *dp_); }
 
 void PartitionedStrategy::step(const StepHyper& h) {
-  optim::StepInputs in;
-  in.params = master_;  // undefined with NVMe offload: the master comes from disk
-  in.grads = part_grad_;
-  in.grad_scale = h.grad_scale;
-  in.segments = &segments_;
-  in.groups = h.groups;
-  in.beta1_override = h.beta1_override;
-  in.beta2_override = h.beta2_override;
+  // master_ is undefined with NVMe offload: the master comes from disk
+  auto in = shard_step_inputs(master_, part_grad_, segments_, h);
   at::NoGradGuard no_grad;
   if (nvme_) {
     nvme_->step(in, [this](int64_t local, const at::Tensor& values) { write_own(local, values); });

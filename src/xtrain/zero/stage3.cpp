@@ -23,6 +23,7 @@
 #include "xtrain/zero/offload/nvme_optimizer.h"
 #include "xtrain/zero/offload/uring_file.h"
 #include "xtrain/zero/shard_io.h"
+#include "xtrain/zero/shard_ops.h"
 
 namespace xtrain::zero {
 namespace {
@@ -485,21 +486,10 @@ void Stage3Strategy::reduce() {
   if (post_ != 1.0) part_grad_.mul_(post_);
 }
 
-double Stage3Strategy::grad_norm_squared() {
-  auto n = part_grad_.to(at::kFloat).norm().to(at::kDouble).pow(2).reshape({1});
-  if (dp_->distributed()) dp_->all_reduce(n, comm::ReduceOp::kSum);
-  return n.item<double>();
-}
+double Stage3Strategy::grad_norm_squared() { return shard_grad_norm_squared(part_grad_, *dp_); }
 
 void Stage3Strategy::step(const StepHyper& h) {
-  optim::StepInputs in;
-  in.params = master_;
-  in.grads = part_grad_;
-  in.grad_scale = h.grad_scale;
-  in.segments = &segments_;
-  in.groups = h.groups;
-  in.beta1_override = h.beta1_override;
-  in.beta2_override = h.beta2_override;
+  auto in = shard_step_inputs(master_, part_grad_, segments_, h);
   at::NoGradGuard no_grad;
   if (nvme_ && param_file_) {
     in.params = at::Tensor();
