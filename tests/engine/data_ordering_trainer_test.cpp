@@ -18,13 +18,6 @@ namespace xtrain {
 namespace {
 namespace fs = std::filesystem;
 
-std::string write_corpus(const std::string& dir) {
-  const std::string path = dir + "/corpus.txt";
-  std::ofstream out(path);
-  for (int i = 0; i < 300; ++i) out << "the quick brown fox " << i % 13 << " jumps over the lazy dog. aaaa     ";
-  return path;
-}
-
 TrainRequest tiny(const std::string& corpus, const std::string& run_dir, int64_t steps, bool ordered) {
   TrainRequest r;
   r.output = run_dir;
@@ -56,7 +49,7 @@ data::DifficultyScores read_cache(const std::string& path, int64_t count) {
 
 TEST(DataOrderingTrainer, OrderedRunResumesExactlyAndCachesItsScores) {
   const std::string dir = testing::temp_dir("ordering-resume");
-  const std::string corpus = write_corpus(dir);
+  const std::string corpus = testing::write_corpus(dir, 300, 13, " jumps over the lazy dog. aaaa     ");
   train(tiny(corpus, dir + "/straight", 10, true));
   train(tiny(corpus, dir + "/split", 5, true));
   auto again = tiny(corpus, dir + "/split", 10, true);
@@ -70,7 +63,7 @@ TEST(DataOrderingTrainer, OrderedRunResumesExactlyAndCachesItsScores) {
 
 TEST(DataOrderingTrainer, LossScorerIsTheReferenceModelsCrossEntropy) {
   const std::string dir = testing::temp_dir("ordering-loss");
-  const std::string corpus = write_corpus(dir);
+  const std::string corpus = testing::write_corpus(dir, 300, 13, " jumps over the lazy dog. aaaa     ");
   train(tiny(corpus, dir + "/reference", 5, false));
   auto r = tiny(corpus, dir + "/scored", 2, true);
   r.overrides.insert(r.overrides.end(), {"xtrain.data.ordering.scorer=loss",

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "support/paths.h"
 #include "xtrain/base/error.h"
@@ -14,13 +13,6 @@
 namespace xtrain {
 namespace {
 namespace fs = std::filesystem;
-
-std::string write_corpus(const std::string& dir) {
-  const std::string path = dir + "/corpus.txt";
-  std::ofstream out(path);
-  for (int i = 0; i < 400; ++i) out << "the quick brown fox " << i % 17 << " jumps over the lazy dog. ";
-  return path;
-}
 
 TrainRequest tiny(const std::string& corpus, const std::string& run_dir, int64_t steps) {
   TrainRequest r;
@@ -37,7 +29,7 @@ TrainRequest tiny(const std::string& corpus, const std::string& run_dir, int64_t
 
 TEST(Trainer, ResumeIsExact) {
   const std::string dir = testing::temp_dir("trainer-resume");
-  const std::string corpus = write_corpus(dir);
+  const std::string corpus = testing::write_corpus(dir, 400, 17);
   // Dropout is on, so the RNG state must be restored too; the data order comes from the sampler.
   train(tiny(corpus, dir + "/straight", 10));
   train(tiny(corpus, dir + "/split", 5));
@@ -54,7 +46,7 @@ TEST(Trainer, ResumeIsExact) {
 
 TEST(Trainer, RunDirectoryContentsAndPruning) {
   const std::string dir = testing::temp_dir("trainer-run");
-  const std::string corpus = write_corpus(dir);
+  const std::string corpus = testing::write_corpus(dir, 400, 17);
   const auto result = train(tiny(corpus, dir + "/run", 12));
   EXPECT_EQ(result.steps, 12);
   EXPECT_TRUE(fs::exists(dir + "/run/config.json"));
@@ -69,7 +61,7 @@ TEST(Trainer, RunDirectoryContentsAndPruning) {
 
 TEST(Trainer, TrainedRunLoadsForEvaluation) {
   const std::string dir = testing::temp_dir("trainer-eval");
-  const std::string corpus = write_corpus(dir);
+  const std::string corpus = testing::write_corpus(dir, 400, 17);
   const auto result = train(tiny(corpus, dir + "/run", 4));
   auto run = load_trained_run(dir + "/run");
   EXPECT_EQ(run.model.task, "lm");

@@ -14,6 +14,9 @@
 #include "xtrain/base/error.h"
 #include "xtrain/models/gpt.h"
 #include "xtrain/models/gpt_checkpointing.h"
+#include "xtrain/models/gpt_pipeline.h"
+#include "xtrain/models/gpt_tensor_parallel.h"
+#include "xtrain/comm/communicator.h"
 #include "xtrain/models/mlp_classifier.h"
 
 namespace xtrain::models {
@@ -124,6 +127,48 @@ TEST(GptCheckpointing, NoGradForwardIsUnchanged) {
   const auto idx = at::randint(0, 64, {2, 16});
   at::NoGradGuard no_grad;
   expect_equal(gpt->forward(idx), plain_gpt->forward(idx), "eval logits");
+}
+
+// A tensor-parallel GPT (a group of one) and a pipeline stage (all blocks, no dropout: the parallel
+// layers refuse it) checkpoint their blocks through nn::UnitRouted: fewer graph nodes, the same
+// loss and gradients bit for bit.
+TEST(GptCheckpointing, TensorParallelGptAndPipelineStageCheckpointTheirBlocks) {
+  ModelOptions o = small_gpt();
+  o.dropout = 0.0;
+  const auto data = at::randint(0, 64, {3, 17});
+  const auto input = data.narrow(1, 0, 16), target = data.narrow(1, 1, 16);
+  auto run = [&](bool tensor_parallel, bool checkpointed) {
+    torch::manual_seed(1);
+    std::shared_ptr<torch::nn::Module> whole;
+    if (tensor_parallel) {
+      whole = TensorParallelGPT(o, comm::Communicator::single()).ptr();
+    } else {
+      whole = GPT(o).ptr();
+    }
+    auto stage = PipelineGPT(whole, 0, 1, "uniform");
+    torch::nn::Module& model = tensor_parallel ? *whole : static_cast<torch::nn::Module&>(*stage);
+    if (checkpointed) apply_activation_checkpointing(model, enabled());
+    at::Tensor loss;
+    if (tensor_parallel) {
+      auto* gpt = dynamic_cast<TensorParallelGPTImpl*>(whole.get());
+      loss = gpt->loss(gpt->forward(input), target);
+    } else {
+      loss = stage->loss(stage->forward(input), target);
+    }
+    const int64_t nodes = graph_nodes(loss);
+    loss.backward();
+    std::vector<at::Tensor> grads = {loss.detach()};
+    for (const auto& p : model.parameters()) grads.push_back(p.grad().clone());
+    return std::make_pair(nodes, grads);
+  };
+  for (bool tp : {true, false}) {
+    const auto plain = run(tp, false), ckpt = run(tp, true);
+    EXPECT_LE(ckpt.first + 4 * 5, plain.first) << (tp ? "tensor-parallel" : "pipeline stage");
+    ASSERT_EQ(ckpt.second.size(), plain.second.size());
+    for (size_t i = 0; i < plain.second.size(); ++i) {
+      expect_equal(ckpt.second[i], plain.second[i], (tp ? "tensor-parallel " : "pipeline stage ") + std::to_string(i));
+    }
+  }
 }
 
 TEST(GptCheckpointing, OnlyGptBlocksCanBeCheckpointed) {

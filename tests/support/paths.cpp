@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <vector>
 
@@ -55,6 +56,13 @@ int run_command(const std::string& command, std::string* output) {
   const int status = pclose(pipe);
   if (output) *output = out;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string write_corpus(const std::string& dir, int n, int modulo, const std::string& tail) {
+  const std::string path = dir + "/corpus.txt";
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) out << "the quick brown fox " << i % modulo << tail;
+  return path;
 }
 
 }  // namespace xtrain::testing

@@ -11,6 +11,10 @@ std::string fixture(const std::string& relative);  // tests/reference/fixtures/<
 std::string xtrain_binary();
 // A new empty folder under $TMPDIR, removed at process exit unless XTRAIN_KEEP_TMP is set.
 std::string temp_dir(const std::string& tag);
+// <dir>/corpus.txt: n sentences "the quick brown fox <i % modulo><tail>" (a tiny text dataset for
+// trainer tests). Returns its path.
+std::string write_corpus(const std::string& dir, int n, int modulo,
+                         const std::string& tail = " jumps over the lazy dog. ");
 // Runs a shell command; returns exit status and fills `output` with stdout+stderr.
 int run_command(const std::string& command, std::string* output = nullptr);
 

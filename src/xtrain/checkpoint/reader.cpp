@@ -50,25 +50,34 @@ CheckpointReader::CheckpointReader(std::string root, std::string tag) : root_(st
 }
 
 NamedTensors CheckpointReader::read_tensors(const std::string& file) const {
+  const std::string name = scope_ + file;
   const Manifest m = Manifest::parse(manifest_, dir_ + "/" + kManifestName);
-  auto it = m.files.find(file);
-  XTRAIN_USAGE_CHECK(it != m.files.end(), "checkpoint ", dir_, " has no file ", file);
-  TORCH_CHECK(it->second.kind == "tensors", "checkpoint ", dir_, ": ", file, " is a ", it->second.kind, " file");
-  return read_tensor_file(dir_ + "/" + file);
+  auto it = m.files.find(name);
+  XTRAIN_USAGE_CHECK(it != m.files.end(), "checkpoint ", dir_, " has no file ", name);
+  TORCH_CHECK(it->second.kind == "tensors", "checkpoint ", dir_, ": ", name, " is a ", it->second.kind, " file");
+  return read_tensor_file(dir_ + "/" + name);
 }
 
 std::string CheckpointReader::read_text(const std::string& file) const {
-  XTRAIN_USAGE_CHECK(has_file(file), "checkpoint ", dir_, " has no file ", file);
-  return read_file(dir_ + "/" + file);
+  XTRAIN_USAGE_CHECK(has_file(file), "checkpoint ", dir_, " has no file ", scope_ + file);
+  return read_file(dir_ + "/" + scope_ + file);
 }
 
 bool CheckpointReader::has_file(const std::string& file) const {
-  return Manifest::parse(manifest_, dir_ + "/" + kManifestName).files.count(file) > 0;
+  return Manifest::parse(manifest_, dir_ + "/" + kManifestName).files.count(scope_ + file) > 0;
 }
 
 std::vector<std::string> CheckpointReader::files() const {
   std::vector<std::string> out;
-  for (const auto& [name, entry] : Manifest::parse(manifest_, dir_ + "/" + kManifestName).files) out.push_back(name);
+  for (const auto& [name, entry] : Manifest::parse(manifest_, dir_ + "/" + kManifestName).files) {
+    if (name.compare(0, scope_.size(), scope_) == 0) out.push_back(name.substr(scope_.size()));
+  }
+  return out;
+}
+
+CheckpointReader CheckpointReader::scoped(const std::string& prefix) const {
+  CheckpointReader out = *this;
+  out.scope_ = scope_ + prefix;
   return out;
 }
 

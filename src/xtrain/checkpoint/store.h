@@ -33,9 +33,11 @@ class CheckpointWriter {
   // Committing a tag that exists replaces it.
   void commit(const std::string& extra_json = "{}", int64_t world_size = 0);
   const std::string& tag() const { return tag_; }
+  // Prefixes every later file name (model-parallel ranks sharing a tag: "mp_rank_01_").
+  void set_scope(std::string prefix) { scope_ = std::move(prefix); }
 
  private:
-  std::string root_, tag_, tmp_dir_;
+  std::string root_, tag_, tmp_dir_, scope_;
   int64_t rank_;
   struct Record {
     std::string file, sha256, kind;  // kind: "tensors" | "text"
@@ -58,10 +60,14 @@ class CheckpointReader {
   const std::string& tag() const { return tag_; }
   const std::string& dir() const { return dir_; }
   std::string extra_json() const;  // the `extra` object given to commit()
+  // A reader of the files written under CheckpointWriter::set_scope(prefix), by their unprefixed
+  // names (files() lists only those).
+  CheckpointReader scoped(const std::string& prefix) const;
 
  private:
   std::string root_, tag_, dir_;
   std::string manifest_;
+  std::string scope_;
 };
 
 // Tags under root, oldest first (by the order they were committed).

@@ -107,18 +107,20 @@ CheckpointWriter::CheckpointWriter(std::string root, std::string tag, int64_t ra
 
 void CheckpointWriter::write_tensors(const std::string& file, const NamedTensors& tensors) {
   TORCH_CHECK(!finished_ && !committed_, "checkpoint: write_tensors('", file, "') after finish_rank()");
-  check_file_name(file);
-  for (const Record& r : records_) TORCH_CHECK(r.file != file, "checkpoint: file '", file, "' written twice");
-  const FileDigest d = write_tensor_file(tmp_dir_ + "/" + file, tensors);
-  records_.push_back({file, d.sha256, "tensors", d.bytes});
+  const std::string name = scope_ + file;
+  check_file_name(name);
+  for (const Record& r : records_) TORCH_CHECK(r.file != name, "checkpoint: file '", name, "' written twice");
+  const FileDigest d = write_tensor_file(tmp_dir_ + "/" + name, tensors);
+  records_.push_back({name, d.sha256, "tensors", d.bytes});
 }
 
 void CheckpointWriter::write_text(const std::string& file, const std::string& text) {
   TORCH_CHECK(!finished_ && !committed_, "checkpoint: write_text('", file, "') after finish_rank()");
-  check_file_name(file);
-  for (const Record& r : records_) TORCH_CHECK(r.file != file, "checkpoint: file '", file, "' written twice");
-  const FileDigest d = write_durable(tmp_dir_ + "/" + file, text);
-  records_.push_back({file, d.sha256, "text", d.bytes});
+  const std::string name = scope_ + file;
+  check_file_name(name);
+  for (const Record& r : records_) TORCH_CHECK(r.file != name, "checkpoint: file '", name, "' written twice");
+  const FileDigest d = write_durable(tmp_dir_ + "/" + name, text);
+  records_.push_back({name, d.sha256, "text", d.bytes});
 }
 
 void CheckpointWriter::finish_rank() {

@@ -8,7 +8,7 @@
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/base/error.h"
 #include "xtrain/config/config.h"
-#include "xtrain/zero/shard_io.h"
+#include "xtrain/engine/model_parallel.h"
 
 namespace xtrain::cli {
 
@@ -34,15 +34,16 @@ Command add_ckpt(CLI::App& app) {
   auto* fp = cmd->add_subcommand("fingerprint", "One hex digest over every model and optimizer tensor");
   auto path = std::make_shared<std::string>();
   fp->add_option("path", *path, "a run directory, a checkpoints folder, or one checkpoint tag folder")->required();
-  auto* cons = cmd->add_subcommand("consolidate", "One full fp32 checkpoint from a sharded (ZeRO) one, loadable by a "
-                                                  "single process (DeepSpeed's zero_to_fp32)");
+  auto* cons = cmd->add_subcommand("consolidate", "One full fp32 checkpoint from a sharded one (ZeRO "
+                                                  "partitions, tensor/pipeline-parallel ranks), loadable by a single "
+                                                  "process (DeepSpeed's zero_to_fp32, Megatron's checkpoint merge)");
   auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
   cons->add_option("path", *in, "a run directory, a checkpoints folder, or one checkpoint tag folder")->required();
   cons->add_option("out", *out, "checkpoints folder to write (the same tag, plus `latest`)")->required();
   return {cmd, [path, cons, in, out] {
             if (cons->parsed()) {
               const auto [root, tag] = resolve_checkpoint(*in);
-              std::cout << zero::write_consolidated(checkpoint::CheckpointReader(root, tag), *out) << std::endl;
+              std::cout << write_merged_checkpoint(checkpoint::CheckpointReader(root, tag), *out) << std::endl;
               return 0;
             }
             std::cout << checkpoint::fingerprint(*path) << std::endl;

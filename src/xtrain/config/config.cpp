@@ -249,8 +249,6 @@ std::vector<std::string> unsupported_features(const Config& c) {
   add(c.comet.enabled, "comet.enabled");
   add(c.comms_logger.enabled, "comms_logger.enabled");
   add(c.engine.sparse_gradients, "sparse_gradients");
-  add(c.pipeline.stages > 1, "pipeline.stages");
-  add(c.tensor_parallel.size > 1, "tensor_parallel.size");
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
 #include "xtrain/comm/communicator.h"
+#include "xtrain/parallel/pipeline/pipeline_executor.h"
 #include "xtrain/sched/schedule.h"
 
 namespace xtrain {
@@ -28,9 +29,9 @@ Engine::Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& c
 }
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config,
-               std::shared_ptr<comm::Communicator> dp)
+               std::shared_ptr<comm::Communicator> dp, ModelParallel mp)
     : config_(config), module_(std::move(module)), loss_fn_(std::move(loss_fn)),
-      dp_(dp ? std::move(dp) : comm::Communicator::single()), scaler_(config.fp16) {
+      dp_(dp ? std::move(dp) : comm::Communicator::single()), mp_(std::move(mp)), scaler_(config.fp16) {
   setup(named_parameters_of(*module_));
 }
 
@@ -59,6 +60,9 @@ void Engine::setup(zero::NamedParams params) {
   so.prescale_gradients = config_.engine.prescale_gradients;
   so.gradient_predivide_factor = config_.engine.gradient_predivide_factor;
   so.allow_untested_optimizer = config_.engine.zero_allow_untested_optimizer;
+  so.norm_weights = mp_.norm_weights;
+  // Tied gradients are combined before the data-parallel reduction, which must not start in backward.
+  if (!mp_.tied.empty()) so.zero.overlap_comm = 0;
   params_ = params;
   strategy_ = zero::make_strategy(std::move(params), module_, so, dp_);
   if (module_ && policy_.param_dtype != at::kFloat) {  // floating buffers (BatchNorm statistics) follow
@@ -129,10 +133,11 @@ void Engine::optimizer_step() {
   // reduce: gradients averaged over data-parallel ranks (what overlap did not already finish).
   {
     auto comm_timed = timer_->scope("communication");
+    sum_tied_gradients();
     strategy_->reduce();
   }
   // unscale/check: the norm of the scaled gradients; inf/NaN anywhere makes it non-finite.
-  const double scaled_norm = std::sqrt(strategy_->grad_norm_squared());
+  const double scaled_norm = std::sqrt(model_parallel_sum(strategy_->grad_norm_squared()));
   const bool overflow = policy_.loss_scaling && !std::isfinite(scaled_norm);
   last_.grad_norm = scaled_norm / scaler_.scale();
   const auto verdict = scaler_.update(overflow);
@@ -166,6 +171,25 @@ double Engine::combined_grad_scale(double scaled_norm) const {
   double c = s;
   if (max_norm > 0.0) c = s * std::max(1.0, (scaled_norm / s + 1e-6) / max_norm);
   return 1.0 / c;
+}
+
+// A tied parameter's gradient is the sum of its uses on every rank that holds it (reductions are
+// linear, so summing before the data-parallel mean equals summing after).
+void Engine::sum_tied_gradients() {
+  if (mp_.tied.empty() || !mp_.tied_group || !mp_.tied_group->distributed()) return;
+  at::NoGradGuard no_grad;
+  for (const auto& name : mp_.tied) {
+    for (auto& part : strategy_->unreduced_gradient(name)) mp_.tied_group->all_reduce(part, comm::ReduceOp::kSum);
+  }
+}
+
+// Over the model-parallel group: every part of the replica contributes to the norm (and an overflow
+// on one rank skips the step on all).
+double Engine::model_parallel_sum(double value) const {
+  if (!mp_.group || !mp_.group->distributed()) return value;
+  auto t = at::full({1}, value, at::kDouble);
+  mp_.group->all_reduce(t, comm::ReduceOp::kSum);
+  return t.item<double>();
 }
 
 // The logged loss is the mean over data-parallel ranks (one scalar all-reduce per step).

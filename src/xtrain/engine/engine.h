@@ -30,6 +30,9 @@ namespace xtrain::sched {
 class Schedule;
 struct Decision;
 }
+namespace xtrain::parallel::pipeline {
+class PipelineExecutor;
+}
 namespace xtrain::checkpoint {
 class CheckpointWriter;
 class CheckpointReader;
@@ -46,6 +49,29 @@ struct StepStats {
   double loss_scale = 1.0; // fp16: the scale this step's gradients carried
 };
 
+// Tensor and pipeline parallelism as the engine sees them: the ranks that together hold one replica
+// of the model, and which of their parameters are copies.
+struct ModelParallel {
+  // This replica's model-parallel ranks (tensor × pipeline); the squared gradient norm is summed over
+  // them. nullptr: no model parallelism.
+  std::shared_ptr<comm::Communicator> group;
+  // A parameter held identically by k ranks of `group` weighs 1/k in the norm (zero::StrategyOptions).
+  std::map<std::string, double> norm_weights;
+  // Parameters this rank shares with others (the tied embedding on the first and last pipeline
+  // stage): their gradients are summed over `tied_group` before the data-parallel reduction.
+  std::vector<std::string> tied;
+  std::shared_ptr<comm::Communicator> tied_group;
+};
+
+// Pipeline parallelism (parallel/pipeline/): this rank's stage. The engine runs a step's micro-batches
+// through the schedule with a PipelineExecutor.
+struct PipelineStage {
+  std::function<at::Tensor(const at::Tensor&)> forward;                       // this stage's layers
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> loss;  // last stage: (output, target)
+  std::shared_ptr<comm::Communicator> group;                               // the pipeline group: rank = stage
+  std::string schedule = "1f1b";                                           // pipeline.schedule
+};
+
 class Engine {
  public:
   using LossFn = std::function<at::Tensor(const data::Batch&)>;
@@ -57,7 +83,7 @@ class Engine {
   // A Module's parameters (and, in mixed precision, its floating buffers) are cast to the policy's
   // parameter dtype.
   Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const config::Config& config,
-         std::shared_ptr<comm::Communicator> dp = nullptr);
+         std::shared_ptr<comm::Communicator> dp = nullptr, ModelParallel mp = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -69,6 +95,16 @@ class Engine {
   // Call after every micro-batch. Returns true when this call was an accumulation boundary and
   // an optimizer step was attempted (see last_step()).
   bool step();
+
+  // Pipeline parallelism: set_pipeline once, then one call per optimizer step with its
+  // gradient_accumulation_steps micro-batches (every stage passes the same batches: the first
+  // stage reads the inputs, the last the targets). The loss (last stage's, shared over the
+  // pipeline group) and the step are in last_step().
+  void set_pipeline(PipelineStage stage);
+  void pipeline_step(const std::vector<data::Batch>& micro_batches);
+  bool pipelined() const { return pipeline_ != nullptr; }
+  // The last run's busy and total time on this stage (parallel::pipeline::PipelineStats).
+  std::pair<double, double> pipeline_busy_total() const;
 
   bool is_gradient_accumulation_boundary() const;
   int64_t global_steps() const { return global_steps_; }
@@ -113,12 +149,17 @@ class Engine {
   void optimizer_step();
   double combined_grad_scale(double scaled_norm) const;
   double mean_over_ranks(double value) const;
+  double model_parallel_sum(double value) const;
+  void sum_tied_gradients();
   double lr_for_step(int64_t k) const;  // the lr of successful step k (1-based)
 
   config::Config config_;
   std::shared_ptr<torch::nn::Module> module_;
   LossFn loss_fn_;
   std::shared_ptr<comm::Communicator> dp_;
+  ModelParallel mp_;
+  PipelineStage stage_;
+  std::unique_ptr<parallel::pipeline::PipelineExecutor> pipeline_;
   precision::PrecisionPolicy policy_;
   precision::LossScaler scaler_;
   std::vector<std::string> scaler_messages_;

@@ -13,7 +13,7 @@
 #include "xtrain/engine/trainer.h"
 #include "xtrain/models/generate.h"
 #include "xtrain/models/gpt.h"
-#include "xtrain/zero/shard_io.h"
+#include "xtrain/engine/model_parallel.h"
 
 namespace xtrain {
 namespace fs = std::filesystem;
@@ -35,12 +35,20 @@ config::Loaded load_run_config(const TrainRequest& request, const std::string& r
 
 std::string generate_text(const models::Model& model, const std::string& prompt, int64_t tokens, double temperature,
                           int64_t top_k, uint64_t seed) {
-  auto gpt = std::dynamic_pointer_cast<models::GPTImpl>(model.module);
-  XTRAIN_USAGE_CHECK(gpt != nullptr, "generate: only GPT models generate text");
+  XTRAIN_USAGE_CHECK(model.task == "lm", "generate: only GPT models generate text");
   std::vector<int64_t> ids;
   for (unsigned char ch : prompt) ids.push_back(ch);
   if (ids.empty()) ids.push_back('\n');
-  const auto out = models::generate(*gpt, ids, tokens, temperature, top_k, seed);
+  std::vector<int64_t> out;
+  if (auto gpt = std::dynamic_pointer_cast<models::GPTImpl>(model.module)) {
+    out = models::generate(*gpt, ids, tokens, temperature, top_k, seed);
+  } else {  // tensor- or pipeline-parallel: the whole forward, every rank in step
+    XTRAIN_USAGE_CHECK(model.options.vocab > 0, "generate: the model's options are unknown");
+    auto last_logits = [&model](const at::Tensor& context) {
+      return model.forward(context).select(1, context.size(1) - 1);
+    };
+    out = models::generate(last_logits, *model.module, model.options, ids, tokens, temperature, top_k, seed);
+  }
   std::string text;
   for (int64_t id : out) text += static_cast<char>(id);
   return text;
@@ -57,7 +65,8 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) 
                      " is missing; runs live under runs/ by default)");
   TrainedRun run;
   config::LoadOptions options;  // one process: the batch size of a data-parallel run is re-derived
-  options.overrides = {"train_batch_size=auto"};
+  // Model-parallel runs are merged into the one-rank model.
+  options.overrides = {"train_batch_size=auto", "tensor_parallel.size=1", "pipeline.stages=1"};
   options.quiet = true;
   run.config = config::load(config_path, options).config;
   torch::manual_seed(run.config.trainer.seed);
@@ -66,15 +75,17 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) 
   run.checkpoint_dir = reader.dir();
   at::NoGradGuard no_grad;
   std::map<std::string, at::Tensor> weights;
-  // Stage 0 writes model.pt; ZeRO stages write shards, consolidated here (fp32).
-  for (auto& [name, t] : zero::consolidate(reader, /*with_optimizer=*/false).model) weights[name] = t;
+  // Stage 0 writes model.pt; ZeRO stages write shards, consolidated here (fp32), and tensor- or
+  // pipeline-parallel ranks their parts, merged here.
+  for (auto& [name, t] : merge_checkpoint(reader, /*with_optimizer=*/false).model) weights[name] = t;
   auto restore = [&](const std::string& name, at::Tensor target) {
     auto it = weights.find(name);
     XTRAIN_USAGE_CHECK(it != weights.end(), "checkpoint ", reader.dir(), " has no tensor for ", name);
     target.copy_(it->second.reshape(target.sizes()));
   };
-  if (reader.has_file("buffers.pt")) {
-    for (auto& [name, t] : reader.read_tensors("buffers.pt")) weights[name] = t;
+  const auto rank0 = model_parallel_rank0(reader);
+  if (rank0.has_file("buffers.pt")) {
+    for (auto& [name, t] : rank0.read_tensors("buffers.pt")) weights[name] = t;
   }
   for (auto& item : run.model.module->named_parameters(true)) restore(item.key(), item.value());
   for (auto& item : run.model.module->named_buffers(true)) restore(item.key(), item.value());

@@ -21,12 +21,16 @@
 #include "xtrain/data/difficulty_sampler.h"
 #include "xtrain/data/loader.h"
 #include "xtrain/engine/engine.h"
+#include "xtrain/engine/model_parallel.h"
 #include "xtrain/engine/run_dir.h"
 #include "xtrain/kernels/gemm.h"
 #include "xtrain/models/gpt_checkpointing.h"
+#include "xtrain/models/gpt_pipeline.h"
+#include "xtrain/models/gpt_tensor_parallel.h"
 #include "xtrain/monitor/progress.h"
 #include "xtrain/monitor/run_monitor.h"
 #include "xtrain/nn/losses.h"
+#include "xtrain/parallel/tensor/mappings.h"
 #include "xtrain/precision/policy.h"
 #include "xtrain/sched/lr_finder.h"
 #include "xtrain/sched/schedule.h"
@@ -49,7 +53,10 @@ struct Setup {
   std::optional<data::CurriculumScheduler> curriculum;  // curriculum_learning.enabled: seqlen per step
   bool text = true;
   comm::RankInfo rank;                       // who this process is (single process: rank 0 of 1)
-  std::shared_ptr<comm::Communicator> comm;  // the data-parallel group
+  std::shared_ptr<comm::Communicator> comm;  // every rank (barriers)
+  ParallelGroups groups;                     // the data-, tensor- and pipeline-parallel groups
+  // How each parameter of the whole (tensor-parallel) model is split, for the checkpoint manifest.
+  std::map<std::string, parallel::tensor::ShardSpec> shard_specs;
   bool lead() const { return rank.rank == 0; }
 };
 
@@ -93,7 +100,9 @@ std::unique_ptr<data::Sampler> make_train_sampler(const Setup& s, const std::str
   const auto& cfg = s.config;
   const auto& o = cfg.data.ordering;
   const int64_t n = s.data.train->size();
-  if (!o.enabled) return std::make_unique<data::DistributedSampler>(n, cfg.trainer.seed, s.rank.rank, s.rank.world_size);
+  // Tensor-parallel peers read the same samples: the data is sharded over the data-parallel group.
+  const int dp_rank = s.groups.dp->rank(), dp_size = s.groups.dp->size();
+  if (!o.enabled) return std::make_unique<data::DistributedSampler>(n, cfg.trainer.seed, dp_rank, dp_size);
   data::validate_ordering(o);
   data::ScoringRequest r;
   r.scorer = o.scorer;
@@ -106,7 +115,56 @@ std::unique_ptr<data::Sampler> make_train_sampler(const Setup& s, const std::str
     r.loss = reference_loss(o.reference_checkpoint, s.data.train, cfg.model.seq_len);
   }
   return std::make_unique<data::DifficultySampler>(n, data::compute_scores(*s.data.train, r), o, cfg.trainer.seed,
-                                                   s.rank.rank, s.rank.world_size);
+                                                   dp_rank, dp_size);
+}
+
+// tensor_parallel.size > 1: the GPT's layers split over the tensor-parallel group
+// (models/gpt_tensor_parallel.h). Model::forward gathers the vocabulary-split logits (evaluation,
+// sampling); training uses the split logits and the vocabulary-parallel loss.
+models::Model build_tensor_parallel_gpt(const models::ModelOptions& mo, const config::Config& cfg,
+                                        std::shared_ptr<comm::Communicator> tp) {
+  XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: tensor_parallel.size > 1 needs xtrain.model.type \"gpt\", got \"",
+                     mo.type, "\"");
+  XTRAIN_USAGE_CHECK(cfg.loss.type == "cross_entropy" && cfg.loss.label_smoothing == 0.0,
+                     "config: tensor_parallel.size > 1 trains with plain cross-entropy (the vocabulary-parallel loss);"
+                     " remove xtrain.loss.type / xtrain.loss.label_smoothing");
+  XTRAIN_USAGE_CHECK(cfg.zero_optimization.stage <= 2, "config: tensor_parallel.size > 1 works with ZeRO stages 0-2, got "
+                     "zero_optimization.stage ", cfg.zero_optimization.stage);
+  auto gpt = models::TensorParallelGPT(mo, tp);
+  models::Model m;
+  m.module = gpt.ptr();
+  m.task = "lm";
+  m.options = mo;
+  m.forward = [gpt = gpt.ptr(), tp](const at::Tensor& idx) {
+    return parallel::tensor::gather_from_tensor_parallel(gpt->forward(idx), tp);
+  };
+  return m;
+}
+
+// Evaluation and sampling under pipeline parallelism: every rank of the pipeline group calls this
+// with the same ids; the hidden states go stage to stage (fp32 on the wire), and the last stage's
+// logits (gathered over the tensor-parallel group) are broadcast to all stages.
+std::function<at::Tensor(const at::Tensor&)> pipeline_forward(std::shared_ptr<models::PipelineGPTImpl> stage,
+                                                              const ParallelGroups& groups) {
+  auto pp = groups.pp, tp = groups.tp;
+  return [stage, pp, tp](const at::Tensor& idx) {
+    const int s = pp->rank(), last = pp->size() - 1;
+    const auto& o = stage->options();
+    const int64_t B = idx.size(0), T = idx.size(1);
+    const auto dtype = stage->parameters().front().scalar_type();
+    at::Tensor x = idx;
+    if (s > 0) {
+      at::Tensor h = at::empty({B, T, o.d_model}, at::kFloat);
+      pp->recv(h, s - 1);
+      x = h.to(dtype);
+    }
+    const at::Tensor out = stage->forward(x);
+    if (s < last) pp->send(out.to(at::kFloat).contiguous(), s + 1);
+    at::Tensor logits = s == last ? parallel::tensor::gather_from_tensor_parallel(out, tp).to(at::kFloat).contiguous()
+                                  : at::empty({B, T, o.vocab}, at::kFloat);
+    pp->broadcast(logits, last);
+    return logits;
+  };
 }
 
 Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
@@ -115,6 +173,8 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
   s.config = cfg;
   s.rank = rank;
   s.comm = group ? std::move(group) : comm::Communicator::single();
+  s.groups = make_parallel_groups(s.comm, cfg);
+  const int64_t tp = cfg.tensor_parallel.size, pp = cfg.pipeline.stages;
   s.data = data::open_datasets(cfg.data, cfg.model.seq_len, data::default_cache_dir());
   const auto info = s.data.train->info();
   s.text = info.kind == "text";
@@ -144,7 +204,21 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
     if (z.stage == 3 && z.offload_param.device == "nvme" && !z.offload_param.nvme_path.empty()) {
       construct_on_disk.emplace(z.offload_param.nvme_path);
     }
-    s.model = models::build_model(mo);
+    if (tp > 1) {
+      s.model = build_tensor_parallel_gpt(mo, cfg, s.groups.tp);
+    } else {
+      s.model = models::build_model(mo);
+    }
+  }
+  if (tp > 1) s.shard_specs = parallel::tensor::shard_specs(*s.model.module);
+  // pipeline.stages > 1: this rank keeps its stage of the whole model (the rest is freed here).
+  std::shared_ptr<models::PipelineGPTImpl> stage;
+  if (pp > 1) {
+    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: pipeline.stages > 1 needs xtrain.model.type \"gpt\", got \"", mo.type, "\"");
+    const std::string method = cfg.pipeline.partition == "best" ? "parameters" : cfg.pipeline.partition;
+    stage = models::PipelineGPT(s.model.module, static_cast<int>(s.groups.coord().pp), static_cast<int>(pp), method).ptr();
+    s.model.module = stage;
+    s.model.forward = pipeline_forward(stage, s.groups);
   }
   // No-op unless activation_checkpointing.enabled; UsageError for a model other than gpt.
   models::apply_activation_checkpointing(*s.model.module, cfg.activation_checkpointing);
@@ -158,9 +232,34 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
   s.loss = nn::make_loss(cfg.loss);
   auto forward = s.model.forward;
   auto loss = s.loss;
-  s.engine = std::make_unique<Engine>(
-      s.model.module, [forward, loss](const data::Batch& b) { return loss(forward(b.input), b.target); }, s.config,
-      s.comm);
+  Engine::LossFn loss_fn = [forward, loss](const data::Batch& b) { return loss(forward(b.input), b.target); };
+  ModelParallel mp;
+  if (s.groups.model_parallel()) {
+    mp.group = s.groups.mp;
+    mp.norm_weights = replicated_norm_weights(*s.model.module, tp);
+  }
+  if (tp > 1 && !stage) {  // split logits and the vocabulary-parallel cross-entropy
+    auto gpt = std::dynamic_pointer_cast<models::TensorParallelGPTImpl>(s.model.module);
+    loss_fn = [gpt](const data::Batch& b) { return gpt->loss(gpt->forward(b.input), b.target); };
+  }
+  if (stage) {  // the tied embedding's two copies count once in the norm; their gradients are summed
+    mp.tied = stage->tied_parameters();
+    mp.tied_group = s.groups.embedding;
+    for (const auto& name : mp.tied) mp.norm_weights[name] = 0.5 * (mp.norm_weights.count(name) ? mp.norm_weights[name] : 1.0);
+  }
+  s.engine = std::make_unique<Engine>(s.model.module, std::move(loss_fn), s.config, s.groups.dp, std::move(mp));
+  if (stage) {
+    PipelineStage ps;
+    ps.forward = [stage](const at::Tensor& x) { return stage->forward(x); };
+    if (tp > 1) {
+      ps.loss = [stage](const at::Tensor& out, const at::Tensor& target) { return stage->loss(out, target); };
+    } else {
+      ps.loss = loss;  // xtrain.loss (label smoothing, focal) on the whole logits
+    }
+    ps.group = s.groups.pp;
+    ps.schedule = cfg.pipeline.schedule;
+    s.engine->set_pipeline(std::move(ps));
+  }
   const int64_t micro = *cfg.engine.train_micro_batch_size_per_gpu;
   s.train_loader = std::make_unique<data::Loader>(s.data.train, make_train_sampler(s, run_dir), micro, cfg.data.prefetch);
   return s;
@@ -179,6 +278,7 @@ void log_start(const Setup& s, const std::string& run_dir) {
             " lr ", c.optimizer.lr(), c.scheduler.type.empty() ? "" : " | schedule " + c.scheduler.type,
             " | threads ", at::get_num_threads());
   log::info("precision: ", s.engine->precision().describe());
+  if (s.groups.model_parallel()) log::info("parallel: ", s.groups.grid.describe());
   // Model states per rank: measured, next to the ZeRO paper's formula for this stage and size.
   int64_t measured = 0;
   for (const auto& [area, bytes] : s.engine->memory_bytes()) measured += area == "nvme" ? 0 : bytes;
@@ -252,7 +352,12 @@ bool fault_due(const char* variable, int64_t step, int rank, const char* phase =
 void save(Setup& s, const std::string& run_dir) {
   const std::string root = (fs::path(run_dir) / "checkpoints").string();
   checkpoint::CheckpointWriter writer(root, "global_step" + std::to_string(s.engine->global_steps()), s.rank.rank);
+  writer.set_scope(s.groups.checkpoint_scope());  // the engine's files of this tensor/pipeline rank
   s.engine->save_checkpoint(writer);
+  writer.set_scope("");
+  if (s.lead() && s.groups.model_parallel()) {
+    write_model_parallel_manifest(writer, s.groups.grid, s.shard_specs);
+  }
   if (fault_due("XTRAIN_FAULT_IN_SAVE", s.engine->global_steps(), s.rank.rank, "mid")) std::raise(SIGKILL);
   writer.write_text(trainer_state_file(s.rank.rank), trainer_state_json(s.train_loader->state()));
   if (s.lead()) writer.write_text("config.json", config::to_json(s.config));
@@ -271,7 +376,8 @@ void resume(Setup& s, const std::string& run_dir) {
   XTRAIN_USAGE_CHECK(!checkpoint::latest_tag(root).empty(), "--resume: ", run_dir,
                      " has no checkpoint (checkpoints/latest is missing)");
   checkpoint::CheckpointReader reader(root);
-  s.engine->load_checkpoint(reader);
+  check_model_parallel_manifest(reader, s.groups.grid);
+  s.engine->load_checkpoint(reader.scoped(s.groups.checkpoint_scope()));
   const std::string mine = trainer_state_file(s.rank.rank);
   if (reader.has_file(mine)) {
     s.train_loader->set_state(restore_trainer_state(reader.read_text(mine)));
@@ -348,7 +454,7 @@ monitor::RunMonitorOptions monitor_options(const Setup& s) {
   // GPT: the closed form; other models: learnt from the flops profile, when enabled.
   o.train_flops_per_unit = s.text ? models::gpt_flops_per_token(c.model) : 0.0;
   o.bf16 = c.bf16.enabled;
-  o.devices = c.dp_world_size;
+  o.devices = s.rank.world_size;  // every rank of the grid
   if (o.device.is_cpu()) {  // the ceiling of the GEMM the layers use, not of plain at::matmul
     o.peak_gemm = [](const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) { kernels::gemm_out(out, a, b); };
     o.peak_gemm_name = "xtrain gemm";
@@ -369,7 +475,23 @@ std::vector<std::pair<std::string, at::Tensor>> named_tensors(const torch::nn::M
 // One optimizer step's micro-batches: data loading timed as "data" (the engine times forward,
 // backward and optimizer), the flops profile around the first forward of profile_step, gradient
 // histograms at the accumulation boundary.
+// Pipeline parallelism: the step's micro-batches go through the schedule together.
+void run_pipeline_step(Setup& s, monitor::RunMonitor& mon) {
+  const int64_t step = s.engine->global_steps() + 1;
+  mon.begin_step();
+  std::vector<data::Batch> batches;
+  {
+    auto timed = mon.timer().scope("data");
+    for (int64_t i = 0; i < s.engine->gradient_accumulation_steps(); ++i) {
+      batches.push_back(s.train_loader->next());
+      if (s.curriculum) batches.back() = data::truncate_to_seqlen(batches.back(), s.curriculum->update(step));
+    }
+  }
+  s.engine->pipeline_step(batches);
+}
+
 void run_step(Setup& s, monitor::RunMonitor& mon) {
+  if (s.engine->pipelined()) return run_pipeline_step(s, mon);
   const int64_t step = s.engine->global_steps() + 1;
   bool profile = mon.profile_due(step);
   mon.begin_step();
@@ -505,7 +627,9 @@ TrainResult train(const TrainRequest& request) {
   mon.write_eval(result.steps, result.final_eval.loss, result.final_eval.accuracy);
   if (c.trainer.save_interval >= 0 && last_saved != result.steps) save(s, run_dir);
   // Under ZeRO stage 3 each forward gathers parameters collectively: every rank runs the sampler.
-  if ((s.lead() || c.zero_optimization.stage == 3) && s.text && c.trainer.generate.tokens > 0) {
+  // So does a tensor-parallel forward.
+  const bool collective_forward = c.zero_optimization.stage == 3 || s.groups.model_parallel();
+  if ((s.lead() || collective_forward) && s.text && c.trainer.generate.tokens > 0) {
     auto sample = sample_text(s.model, c);
     if (s.lead()) result.sample = std::move(sample);
   }

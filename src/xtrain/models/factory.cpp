@@ -13,7 +13,7 @@ namespace xtrain::models {
 Model build_model(const ModelOptions& o) {
   if (o.type == "gpt") {
     auto gpt = GPT(o).ptr();
-    return {gpt, [gpt](const at::Tensor& idx) { return gpt->forward(idx); }, "lm"};
+    return {gpt, [gpt](const at::Tensor& idx) { return gpt->forward(idx); }, "lm", o};
   }
   if (o.type == "resnet18" || o.type == "mlp") {
     XTRAIN_USAGE_CHECK(o.num_classes > 0, "models: ", o.type,
@@ -21,13 +21,13 @@ Model build_model(const ModelOptions& o) {
   }
   if (o.type == "resnet18") {
     auto resnet = ResNet18(o.num_classes).ptr();
-    return {resnet, [resnet](const at::Tensor& x) { return resnet->forward(x); }, "classify"};
+    return {resnet, [resnet](const at::Tensor& x) { return resnet->forward(x); }, "classify", o};
   }
   if (o.type == "mlp") {
     XTRAIN_USAGE_CHECK(o.in_features > 0, "models: mlp needs xtrain.model.in_features > 0 (set it or use an image "
                        "dataset), got ", o.in_features);
     auto mlp = MlpClassifier(o.in_features, o.hidden, o.num_classes, o.dropout).ptr();
-    return {mlp, [mlp](const at::Tensor& x) { return mlp->forward(x); }, "classify"};
+    return {mlp, [mlp](const at::Tensor& x) { return mlp->forward(x); }, "classify", o};
   }
   XTRAIN_USAGE_ERROR("models: xtrain.model.type must be gpt, resnet18 or mlp, got \"", o.type, "\"");
 }

@@ -17,6 +17,7 @@ struct Model {
   std::shared_ptr<torch::nn::Module> module;
   std::function<at::Tensor(const at::Tensor& input)> forward;  // lm: int64 [B, T] -> [B, T, V]
   std::string task;                                             // "lm" | "classify" ([B, ...] -> [B, classes])
+  ModelOptions options;                                         // what it was built from
 };
 
 // gpt -> GPT ("lm"); resnet18 -> ResNet18, mlp -> MlpClassifier ("classify"). Image models need

@@ -30,9 +30,7 @@ class EvalScope {
   bool was_training_;
 };
 
-void check_arguments(const GPTImpl& model, const std::vector<int64_t>& prompt, int64_t n, double temperature,
-                     int64_t top_k) {
-  const int64_t V = model.options().vocab;
+void check_arguments(int64_t V, const std::vector<int64_t>& prompt, int64_t n, double temperature, int64_t top_k) {
   XTRAIN_USAGE_CHECK(!prompt.empty(), "generate: the prompt must have at least one token");
   for (int64_t t : prompt) {
     XTRAIN_USAGE_CHECK(t >= 0 && t < V, "generate: prompt token ", t, " is outside the vocabulary [0, ", V, ")");
@@ -45,23 +43,22 @@ void check_arguments(const GPTImpl& model, const std::vector<int64_t>& prompt, i
 
 }  // namespace
 
-std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt, int64_t n, double temperature,
-                              int64_t top_k, uint64_t seed) {
-  check_arguments(model, prompt, n, temperature, top_k);
+std::vector<int64_t> generate(const LastLogitsFn& last_logits, torch::nn::Module& module, const ModelOptions& options,
+                              const std::vector<int64_t>& prompt, int64_t n, double temperature, int64_t top_k,
+                              uint64_t seed) {
+  const int64_t T_max = options.seq_len;
+  const int64_t V = options.vocab;
+  check_arguments(V, prompt, n, temperature, top_k);
   at::NoGradGuard no_grad;
-  EvalScope eval(model);
-  const int64_t T_max = model.options().seq_len;
-  const int64_t V = model.options().vocab;
-  const auto device = model.wte->weight.device();
+  EvalScope eval(module);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
 
   std::vector<int64_t> tokens = prompt;
   tokens.reserve(prompt.size() + n);
   for (int64_t step = 0; step < n; ++step) {
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(tokens.size()), T_max);
-    const auto context = at::from_blob(tokens.data() + tokens.size() - T, {1, T}, at::kLong).to(device);
-    const auto h = model.hidden(context).select(1, T - 1);  // [1, C]: only the last position
-    auto logits = model.head(h).to(at::kCPU, at::kFloat).div_(temperature);  // [1, V]
+    const auto context = at::from_blob(tokens.data() + tokens.size() - T, {1, T}, at::kLong);
+    auto logits = last_logits(context).to(at::kCPU, at::kFloat).div_(temperature);  // [1, V]
     if (top_k > 0 && top_k < V) {
       const auto kth = std::get<0>(at::topk(logits, top_k, -1)).narrow(-1, top_k - 1, 1);  // [1, 1]
       logits.masked_fill_(logits < kth, -std::numeric_limits<double>::infinity());
@@ -70,6 +67,16 @@ std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt
     tokens.push_back(at::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>());
   }
   return std::vector<int64_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt.size()), tokens.end());
+}
+
+std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt, int64_t n, double temperature,
+                              int64_t top_k, uint64_t seed) {
+  const auto device = model.wte->weight.device();
+  auto last_logits = [&model, device](const at::Tensor& context) {
+    const int64_t T = context.size(1);
+    return model.head(model.hidden(context.to(device)).select(1, T - 1));  // only the last position
+  };
+  return generate(last_logits, model, model.options(), prompt, n, temperature, top_k, seed);
 }
 
 }  // namespace xtrain::models

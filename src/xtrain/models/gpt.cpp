@@ -70,12 +70,20 @@ void check_gpt_input(const at::Tensor& idx, int64_t seq_len) {
                      " tokens, more than xtrain.model.seq_len=", seq_len);
 }
 
-at::Tensor GPTImpl::hidden(const at::Tensor& idx) {
-  check_gpt_input(idx, options_.seq_len);
+at::Tensor gpt_embed(nn::EmbeddingImpl& wte, nn::EmbeddingImpl& wpe, const at::Tensor& idx, int64_t seq_len,
+                     double dropout, bool training) {
+  check_gpt_input(idx, seq_len);
   const int64_t T = idx.size(1);
   // Positions 0..T-1 are the first T rows of wpe: a view instead of an arange + gather.
-  auto x = wte->forward(idx) + wpe->weight.narrow(0, 0, T);
-  x = kernels::dropout(x, options_.dropout, is_training());
+  return kernels::dropout(wte.forward(idx) + wpe.weight.narrow(0, 0, T), dropout, training);
+}
+
+at::Tensor gpt_head(const at::Tensor& h, nn::EmbeddingImpl& wte, nn::LinearImpl* lm_head) {
+  return lm_head ? lm_head->forward(h) : kernels::linear(h, wte.weight, at::Tensor());
+}
+
+at::Tensor GPTImpl::hidden(const at::Tensor& idx) {
+  auto x = gpt_embed(*wte, *wpe, idx, options_.seq_len, options_.dropout, is_training());
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto* block = blocks[i]->as<nn::BlockImpl>();
     TORCH_INTERNAL_ASSERT(block != nullptr, "gpt: blocks[", i, "] is not an nn::Block (wrap it with set_block_runner)");
@@ -84,9 +92,7 @@ at::Tensor GPTImpl::hidden(const at::Tensor& idx) {
   return ln_f->forward(x);
 }
 
-at::Tensor GPTImpl::head(const at::Tensor& h) {
-  return lm_head ? lm_head->forward(h) : kernels::linear(h, wte->weight, at::Tensor());
-}
+at::Tensor GPTImpl::head(const at::Tensor& h) { return gpt_head(h, *wte, lm_head ? lm_head.get() : nullptr); }
 
 at::Tensor GPTImpl::forward(const at::Tensor& idx) { return head(hidden(idx)); }
 

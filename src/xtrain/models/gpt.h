@@ -22,6 +22,13 @@ namespace xtrain::models {
 // UsageError unless idx is int64 [B, T] with T <= seq_len (the input of every GPT variant).
 void check_gpt_input(const at::Tensor& idx, int64_t seq_len);
 
+// GPTImpl's forward in pieces over its modules, so a pipeline stage that owns only some of them
+// (gpt_pipeline.h) runs the same code. gpt_embed: check_gpt_input, wte(idx) + wpe(0..T-1), then
+// dropout when training -> [B, T, C]. gpt_head: lm_head(h), or h · wteᵀ when lm_head is null (tied).
+at::Tensor gpt_embed(nn::EmbeddingImpl& wte, nn::EmbeddingImpl& wpe, const at::Tensor& idx, int64_t seq_len,
+                     double dropout, bool training);
+at::Tensor gpt_head(const at::Tensor& h, nn::EmbeddingImpl& wte, nn::LinearImpl* lm_head);
+
 class GPTImpl : public torch::nn::Module, public nn::UnitRouted {
  public:
   // Sizes from `options` (layers, d_model, heads, seq_len, vocab, dropout, tie_embeddings) and the

@@ -13,8 +13,9 @@ namespace xtrain::models {
 // leaves it untouched otherwise. UsageError for options nn::checkpoint_options rejects.
 void apply_activation_checkpointing(GPTImpl& gpt, const nn::ActivationCheckpointingOptions& options);
 
-// The same for a type-erased model (models::Model::module): UsageError when checkpointing is
-// enabled and the module is not a GPT (only its blocks are checkpoint units).
+// The same for a type-erased model (models::Model::module): a GPT, a TensorParallelGPT or a
+// PipelineGPT stage (their blocks are the units; a stage numbers its own blocks from 0 for
+// number_checkpoints). UsageError when checkpointing is enabled and the module is none of these.
 void apply_activation_checkpointing(torch::nn::Module& module, const nn::ActivationCheckpointingOptions& options);
 
 }  // namespace xtrain::models

@@ -48,22 +48,35 @@ TensorParallelGPTImpl::TensorParallelGPTImpl(const ModelOptions& options, parall
   }
 }
 
+at::Tensor tensor_parallel_gpt_embed(parallel::tensor::VocabParallelEmbeddingImpl& wte, nn::EmbeddingImpl& wpe,
+                                     const at::Tensor& idx, int64_t seq_len) {
+  check_gpt_input(idx, seq_len);
+  return wte.forward(idx) + wpe.weight.narrow(0, 0, idx.size(1));
+}
+
+at::Tensor tensor_parallel_gpt_head(const at::Tensor& h, parallel::tensor::VocabParallelEmbeddingImpl& wte,
+                                    const parallel::tensor::CommPtr& tp) {
+  // The tied head is column-parallel over the vocabulary: copy (all-reduce in backward), then this
+  // rank's rows of wte.
+  return at::matmul(parallel::tensor::copy_to_tensor_parallel(h, tp), wte.weight.t());
+}
+
+at::Tensor tensor_parallel_gpt_loss(const at::Tensor& logits, const at::Tensor& target,
+                                    const parallel::tensor::CommPtr& tp) {
+  return parallel::tensor::vocab_parallel_cross_entropy(logits, target, tp).mean();
+}
+
 at::Tensor TensorParallelGPTImpl::forward(const at::Tensor& idx) {
-  check_gpt_input(idx, options_.seq_len);
-  const int64_t T = idx.size(1);
-  auto x = wte->forward(idx) + wpe->weight.narrow(0, 0, T);
+  auto x = tensor_parallel_gpt_embed(*wte, *wpe, idx, options_.seq_len);
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto& block = *blocks[i];
     x = runner_ ? runner_(static_cast<int64_t>(i), block, x) : blocks[i]->as<parallel::tensor::ParallelBlockImpl>()->forward(x);
   }
-  const auto h = ln_f->forward(x);
-  // The tied head is column-parallel over the vocabulary: copy (all-reduce in backward), then this
-  // rank's rows of wte.
-  return at::matmul(parallel::tensor::copy_to_tensor_parallel(h, tp_), wte->weight.t());
+  return tensor_parallel_gpt_head(ln_f->forward(x), *wte, tp_);
 }
 
 at::Tensor TensorParallelGPTImpl::loss(const at::Tensor& logits, const at::Tensor& target) const {
-  return parallel::tensor::vocab_parallel_cross_entropy(logits, target, tp_).mean();
+  return tensor_parallel_gpt_loss(logits, target, tp_);
 }
 
 std::vector<std::shared_ptr<torch::nn::Module>> TensorParallelGPTImpl::routed_units() const {

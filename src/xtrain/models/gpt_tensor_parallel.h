@@ -21,6 +21,16 @@
 
 namespace xtrain::models {
 
+// TensorParallelGPTImpl's forward and loss in pieces over its modules, so a pipeline stage that
+// owns only some of them (gpt_pipeline.h) runs the same code. embed: check_gpt_input, then
+// wte(idx) + wpe(0..T-1) -> [B, T, C]; head: h -> this rank's logits [B, T, V / tp] (tied to wte).
+at::Tensor tensor_parallel_gpt_embed(parallel::tensor::VocabParallelEmbeddingImpl& wte, nn::EmbeddingImpl& wpe,
+                                     const at::Tensor& idx, int64_t seq_len);
+at::Tensor tensor_parallel_gpt_head(const at::Tensor& h, parallel::tensor::VocabParallelEmbeddingImpl& wte,
+                                    const parallel::tensor::CommPtr& tp);
+at::Tensor tensor_parallel_gpt_loss(const at::Tensor& logits, const at::Tensor& target,
+                                    const parallel::tensor::CommPtr& tp);
+
 class TensorParallelGPTImpl : public torch::nn::Module, public nn::UnitRouted {
  public:
   // UsageError when the group size does not divide heads, 4·d_model or vocab, for dropout > 0 or

@@ -41,6 +41,7 @@ PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptio
   for (const auto& [name, p] : named_) no_decay.push_back(options_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
   const auto units = stage == 1 ? std::vector<int>(named_.size(), 0) : units_by_size(named_, options_.zero.reduce_bucket_size);
   sl_ = make_shard_layout(named_, no_decay, units, dp_->size(), options_.alignment);
+  norm_ranges_ = weighted_ranges(sl_, rank_, options_.norm_weights);
   const auto dtype = options_.param_dtype;
   reduce_dtype_ = dtype == at::kFloat || options_.grad_accum_dtype == at::kFloat ? at::kFloat : dtype;
   const auto scaling = parallel::gradient_scaling(dp_->size(), options_.prescale_gradients,
@@ -203,7 +204,15 @@ void PartitionedStrategy::reduce() {
   if (post_ != 1.0) part_grad_.mul_(post_);
 }
 
-double PartitionedStrategy::grad_norm_squared() { return shard_grad_norm_squared(part_grad_, *dp_); }
+std::vector<at::Tensor> PartitionedStrategy::unreduced_gradient(const std::string& name) {
+  if (options_.zero.stage != 1) return Strategy::unreduced_gradient(name);
+  const auto& slot = sl_.flat.slot(name);
+  std::vector<at::Tensor> out = {grads_.narrow(0, slot.offset, slot.numel)};
+  if (grad_acc_.defined()) out.push_back(grad_acc_.narrow(0, slot.offset, slot.numel));
+  return out;
+}
+
+double PartitionedStrategy::grad_norm_squared() { return shard_grad_norm_squared(part_grad_, norm_ranges_, *dp_); }
 
 void PartitionedStrategy::step(const StepHyper& h) {
   // master_ is undefined with NVMe offload: the master comes from disk

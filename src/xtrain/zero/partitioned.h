@@ -16,6 +16,7 @@
 #include "xtrain/comm/communicator.h"
 #include "xtrain/zero/shard_io.h"
 #include "xtrain/zero/shard_layout.h"
+#include "xtrain/zero/shard_ops.h"
 #include "xtrain/zero/strategy.h"
 
 namespace torch::autograd {
@@ -38,6 +39,7 @@ class PartitionedStrategy : public Strategy {
   void after_backward(bool boundary) override;
   void reduce() override;
   double grad_norm_squared() override;
+  std::vector<at::Tensor> unreduced_gradient(const std::string& name) override;
   void step(const StepHyper& hyper) override;
   void zero_grads() override;
   std::string optimizer_name() const override;
@@ -65,6 +67,7 @@ class PartitionedStrategy : public Strategy {
   std::shared_ptr<comm::Communicator> dp_;
   NamedParams named_;
   ShardLayout sl_;
+  std::vector<WeightedRange> norm_ranges_;  // of part_grad_
   int64_t rank_ = 0;
   at::ScalarType reduce_dtype_ = at::kFloat;  // gradients are summed and accumulated in this dtype
   double pre_ = 1.0, post_ = 1.0;             // DeepSpeed's gradient pre/post scaling

@@ -18,6 +18,7 @@ ReplicatedStrategy::ReplicatedStrategy(NamedParams params, const StrategyOptions
   std::vector<bool> no_decay;
   for (const auto& [name, p] : named_) no_decay.push_back(options_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
   layout_ = make_layout(named_, no_decay, /*world_size=*/1, options_.alignment);
+  norm_ranges_ = weighted_ranges(layout_, options_.norm_weights);
   allocate(named_);
   segments_ = layout_.segments(0, layout_.numel);
   optimizer_ = optim::make_optimizer(options_.optimizer);
@@ -96,10 +97,17 @@ void ReplicatedStrategy::reduce() {
 const at::Tensor& ReplicatedStrategy::reduced_grads() const { return grad_acc_.defined() ? grad_acc_ : grads_; }
 
 double ReplicatedStrategy::grad_norm_squared() {
-  const auto& g = reduced_grads();
-  const auto norm = g.scalar_type() == at::kFloat ? g.norm() : g.to(at::kFloat).norm();
-  const double n = norm.item<double>();
-  return n * n;  // every rank holds the same (reduced) gradients: no communication needed
+  // Every rank holds the same (reduced) gradients: no communication needed.
+  return weighted_norm_squared(reduced_grads(), norm_ranges_);
+}
+
+std::vector<at::Tensor> ReplicatedStrategy::unreduced_gradient(const std::string& name) {
+  XTRAIN_USAGE_CHECK(!reducer_ || options_.zero.overlap_comm == 0, "zero: stage 0 with overlap_comm reduces during backward; ",
+                     name, " needs zero_optimization.overlap_comm = false");
+  const auto& slot = layout_.slot(name);
+  std::vector<at::Tensor> out = {grads_.narrow(0, slot.offset, slot.numel)};
+  if (grad_acc_.defined()) out.push_back(grad_acc_.narrow(0, slot.offset, slot.numel));
+  return out;
 }
 
 void ReplicatedStrategy::step(const StepHyper& h) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 
+#include "xtrain/zero/shard_ops.h"
 #include "xtrain/zero/strategy.h"
 
 namespace xtrain::parallel {
@@ -26,6 +27,7 @@ class ReplicatedStrategy : public Strategy {
   void after_backward(bool boundary) override;
   void reduce() override;
   double grad_norm_squared() override;
+  std::vector<at::Tensor> unreduced_gradient(const std::string& name) override;
   void step(const StepHyper& hyper) override;
   void zero_grads() override;
   std::string optimizer_name() const override;
@@ -43,6 +45,7 @@ class ReplicatedStrategy : public Strategy {
   std::shared_ptr<comm::Communicator> dp_;
   NamedParams named_;
   FlatLayout layout_;
+  std::vector<WeightedRange> norm_ranges_;
   at::Tensor master_;    // fp32, updated by the optimizer
   at::Tensor model_params_;  // the model's parameters (== master_ in fp32 training)
   at::Tensor grads_;     // the model's .grad views

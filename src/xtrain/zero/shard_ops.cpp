@@ -6,8 +6,40 @@
 
 namespace xtrain::zero {
 
-double shard_grad_norm_squared(const at::Tensor& part_grad, comm::Communicator& dp) {
-  auto n = part_grad.to(at::kFloat).norm().to(at::kDouble).pow(2).reshape({1});
+std::vector<WeightedRange> weighted_ranges(const FlatLayout& layout, const std::map<std::string, double>& weights) {
+  std::vector<WeightedRange> out;
+  if (weights.empty()) return out;
+  for (const auto& slot : layout.slots) {
+    auto it = weights.find(slot.name);
+    if (it != weights.end() && it->second != 1.0) out.push_back({slot.offset, slot.numel, it->second});
+  }
+  return out;
+}
+
+std::vector<WeightedRange> weighted_ranges(const ShardLayout& layout, int64_t rank,
+                                           const std::map<std::string, double>& weights) {
+  std::vector<WeightedRange> out;
+  if (weights.empty()) return out;
+  for (const auto& f : layout.fragments(rank)) {
+    auto it = weights.find(layout.flat.slots[f.slot].name);
+    if (it != weights.end() && it->second != 1.0) out.push_back({f.local, f.numel, it->second});
+  }
+  return out;
+}
+
+double weighted_norm_squared(const at::Tensor& grad, const std::vector<WeightedRange>& ranges) {
+  auto sq = [](const at::Tensor& t) {
+    const double n = (t.scalar_type() == at::kFloat ? t : t.to(at::kFloat)).norm().item<double>();
+    return n * n;
+  };
+  double total = sq(grad);
+  for (const auto& r : ranges) total += (r.weight - 1.0) * sq(grad.narrow(0, r.offset, r.numel));
+  return total;
+}
+
+double shard_grad_norm_squared(const at::Tensor& part_grad, const std::vector<WeightedRange>& ranges,
+                               comm::Communicator& dp) {
+  auto n = at::full({1}, weighted_norm_squared(part_grad, ranges), at::kDouble);
   if (dp.distributed()) dp.all_reduce(n, comm::ReduceOp::kSum);
   return n.item<double>();
 }

@@ -165,6 +165,7 @@ Stage3Strategy::Stage3Strategy(NamedParams params, std::shared_ptr<torch::nn::Mo
   std::vector<bool> no_decay;
   for (const auto& [name, p] : named_) no_decay.push_back(options_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
   sl_ = make_shard_layout(named_, no_decay, unit_of, dp_->size(), options_.alignment);
+  norm_ranges_ = weighted_ranges(sl_, rank_, options_.norm_weights);
   units_.resize(sl_.units.size());
   persist_begin_ = partitioned_ < sl_.units.size() ? sl_.units[partitioned_].begin : sl_.flat.numel;
 
@@ -486,7 +487,7 @@ void Stage3Strategy::reduce() {
   if (post_ != 1.0) part_grad_.mul_(post_);
 }
 
-double Stage3Strategy::grad_norm_squared() { return shard_grad_norm_squared(part_grad_, *dp_); }
+double Stage3Strategy::grad_norm_squared() { return shard_grad_norm_squared(part_grad_, norm_ranges_, *dp_); }
 
 void Stage3Strategy::step(const StepHyper& h) {
   auto in = shard_step_inputs(master_, part_grad_, segments_, h);

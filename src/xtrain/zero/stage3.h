@@ -21,6 +21,7 @@
 
 #include "xtrain/comm/communicator.h"
 #include "xtrain/zero/shard_layout.h"
+#include "xtrain/zero/shard_ops.h"
 #include "xtrain/zero/strategy.h"
 
 namespace torch::nn {
@@ -92,6 +93,7 @@ class Stage3Strategy : public Strategy {
   std::vector<std::string> given_names_;
   NamedParams named_;  // in layout order: the partitioned units' parameters, then the persistent ones
   ShardLayout sl_;
+  std::vector<WeightedRange> norm_ranges_;  // of part_grad_
   size_t partitioned_ = 0;  // units [0, partitioned_) are partitioned, the rest persistent
   int64_t rank_ = 0;
   at::ScalarType dtype_ = at::kFloat;

@@ -35,6 +35,11 @@ void check_supported(const StrategyOptions& o) {
 
 // CPU offload of the optimizer: on a CPU build the master shard, the moments and the step already
 // live in host memory, so `offload_optimizer.device: cpu` selects the same strategy.
+std::vector<at::Tensor> Strategy::unreduced_gradient(const std::string& name) {
+  XTRAIN_USAGE_ERROR("zero: ", describe(), " reduces gradients during backward; the gradient of ", name,
+                     " cannot be combined across pipeline stages (use ZeRO stage 0 or 1 with pipeline.stages > 1)");
+}
+
 std::unique_ptr<Strategy> make_strategy(NamedParams params, std::shared_ptr<torch::nn::Module> module,
                                         const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp) {
   check_supported(options);

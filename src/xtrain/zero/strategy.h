@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct StrategyOptions {
   double gradient_predivide_factor = 1.0;
   bool allow_untested_optimizer = false;
   int64_t alignment = 16;  // elements; partitions are multiples of this
+  // Model parallelism: a parameter held identically by k ranks of the model-parallel group (a
+  // LayerNorm under tensor parallelism, a tied embedding on two pipeline stages) has weight 1/k in
+  // grad_norm_squared(), so the sum over that group counts it once. Absent names weigh 1.
+  std::map<std::string, double> norm_weights;
 };
 
 // What one optimizer step needs besides the gradients.
@@ -72,7 +77,8 @@ class Strategy {
 
   // At the boundary, in this order. reduce(): the gradients this rank updates are final (the mean
   // over data-parallel ranks). grad_norm_squared(): of all reduced gradients of the model, summed
-  // over ranks (inf/NaN propagate: the loss scaler's overflow check). step(): the optimizer on this
+  // over data-parallel ranks, each parameter weighted by StrategyOptions::norm_weights (inf/NaN
+  // propagate: the loss scaler's overflow check). step(): the optimizer on this
   // rank's state, then the model's parameters are brought up to date on every rank.
   virtual void reduce() = 0;
   virtual double grad_norm_squared() = 0;
@@ -93,6 +99,12 @@ class Strategy {
   // Every parameter whole, by name (collective: every rank calls it). Empty when the model's own
   // parameters are whole on every rank (stages 0-2); stage 3 gathers them from the shards.
   virtual NamedParams gathered_parameters() { return {}; }
+
+  // The buffers holding `name`'s gradient accumulated on this rank and not yet reduced (between the
+  // last backward and reduce(); mixed precision: the model-dtype part and the fp32 accumulation).
+  // Adding the same tensors on other ranks into them (a tied embedding's two pipeline stages) is
+  // then reduced with the rest. Stages 0 and 1 without overlap_comm; others throw.
+  virtual std::vector<at::Tensor> unreduced_gradient(const std::string& name);
 };
 
 // `module` may be null (named parameters only); stage 3 uses it to find its units.

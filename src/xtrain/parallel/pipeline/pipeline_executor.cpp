@@ -63,7 +63,11 @@ at::Tensor PipelineExecutor::run(const Schedule& schedule, const std::vector<at:
                                  const std::vector<at::Tensor>& targets) {
   const bool first = stage_ == 0, last = stage_ == stages_ - 1;
   int m = 0;
-  for (const auto& a : schedule) m = std::max(m, a.micro_batch + 1);
+  size_t last_backward = schedule.size();  // index of the run's final kBackward
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    m = std::max(m, schedule[i].micro_batch + 1);
+    if (schedule[i].type == ActionType::kBackward) last_backward = i;
+  }
   XTRAIN_USAGE_CHECK(!first || static_cast<int>(inputs.size()) >= m, "pipeline: the first stage needs ", m,
                      " micro-batch inputs, got ", inputs.size());
   XTRAIN_USAGE_CHECK(!last || static_cast<int>(targets.size()) >= m, "pipeline: the last stage needs ", m,
@@ -74,7 +78,8 @@ at::Tensor PipelineExecutor::run(const Schedule& schedule, const std::vector<at:
   stats_ = {};
   int in_flight = 0;
   const double start = now_s();
-  for (const auto& a : schedule) {
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const Action& a = schedule[i];
     Slot* s = a.micro_batch >= 0 ? &slots[a.micro_batch] : nullptr;
     switch (a.type) {
       case ActionType::kRecvActivation:
@@ -100,13 +105,16 @@ at::Tensor PipelineExecutor::run(const Schedule& schedule, const std::vector<at:
         comm_->recv(s->grad, stage_ + 1, kGradTag);
         break;
       case ActionType::kBackward: {
-        const double t0 = now_s();
+        const bool final_backward = i == last_backward;
+        if (hooks_.before_backward) hooks_.before_backward(a.micro_batch, final_backward);
+        const double t0 = now_s();  // busy_s: the backward itself, not the hooks' communication
         if (last) {
           torch::autograd::backward({s->loss});
         } else {
           torch::autograd::backward({s->output}, {s->grad});
         }
         stats_.busy_s += now_s() - t0;
+        if (hooks_.after_backward) hooks_.after_backward(a.micro_batch, final_backward);
         --in_flight;
         s->output = s->loss = s->grad = at::Tensor();
         break;

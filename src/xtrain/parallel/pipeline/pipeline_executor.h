@@ -4,7 +4,9 @@
 // not know each other's shapes; a gradient has its activation's shape. Sends are asynchronous and
 // waited for at the end of run(). Parameter gradients accumulate over micro-batches (the caller
 // zeroes them); the last stage divides each micro-batch loss by m, so the gradients and the
-// returned loss are those of the mean over micro-batches (DeepSpeed's PipelineEngine).
+// returned loss are those of the mean over micro-batches (DeepSpeed's PipelineEngine). The loss may
+// be of any floating dtype and already scaled (a LossFn that multiplies by the loss scale): the
+// returned value is then the scaled mean, in the loss's dtype.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -19,6 +21,13 @@ namespace xtrain::parallel::pipeline {
 
 using StageFn = std::function<at::Tensor(const at::Tensor&)>;
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+
+// Called around each kBackward action's autograd call on this stage, e.g. to let a data-parallel
+// reducer skip or start its all-reduce (DeepSpeed's is_gradient_accumulation_boundary). last: this
+// is the run's final backward on this stage. Empty functions are not called.
+struct BackwardHooks {
+  std::function<void(int micro_batch, bool last)> before_backward, after_backward;
+};
 
 struct PipelineStats {
   int max_in_flight = 0;   // activations held at once
@@ -35,6 +44,7 @@ class PipelineExecutor {
 
   int stage() const { return stage_; }
   int stages() const { return stages_; }
+  void set_backward_hooks(BackwardHooks hooks) { hooks_ = std::move(hooks); }
 
   // inputs: the m micro-batches (read on the first stage only); targets: the m targets (read on
   // the last stage only). Returns the mean loss on the last stage, an undefined tensor elsewhere.
@@ -50,6 +60,7 @@ class PipelineExecutor {
   std::shared_ptr<comm::Communicator> comm_;
   LossFn loss_;
   std::function<void()> on_step_;
+  BackwardHooks hooks_;
   int stage_ = 0, stages_ = 1;
   PipelineStats stats_;
   std::vector<comm::Work> sends_;  // in flight; a Work keeps its tensor referenced
