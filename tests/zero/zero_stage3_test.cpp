@@ -464,6 +464,19 @@ TEST(ZeroStage3, ModelBuiltIntoFileBackedMemory) {
   }
 }
 
+// The NVMe space checks count the construction blocks as space partitioning gives back, for every
+// local rank (each builds the same model under the same path at the same time).
+TEST(ZeroStage3, ConstructionCreditCountsEveryLocalRank) {
+  const auto dir = testing::temp_dir("zero3_credit");
+  zero::DiskBackedAllocations guard(dir, 1 << 20);
+  const auto block = at::ones({1 << 20}, at::kFloat);  // 4 MiB, file-backed
+  EXPECT_EQ(zero::disk_backed_live_bytes(), 4 << 20);
+  ::setenv("LOCAL_WORLD_SIZE", "3", 1);
+  EXPECT_EQ(zero::disk_backed_bytes_freed_on_node(), 3 * (4 << 20));
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(zero::disk_backed_bytes_freed_on_node(), 4 << 20);
+}
+
 void workers(const std::string& test, int world, std::map<std::string, std::string> env = {}) {
   testing::WorkerOptions o;
   o.world_size = world;

@@ -193,7 +193,7 @@ Stage3Strategy::Stage3Strategy(NamedParams params, std::shared_ptr<torch::nn::Mo
     check_aio_options(options_.aio);
     const auto space = std::filesystem::space(dir, ec);
     const int64_t available = ec ? -1 : static_cast<int64_t>(space.available);
-    const int64_t freed_later = disk_backed_live_bytes();  // the model's construction blocks
+    const int64_t freed_later = disk_backed_bytes_freed_on_node();  // the model's construction blocks
     XTRAIN_USAGE_CHECK(available < 0 || available + freed_later >= param_file_bytes(), "zero: not enough free space ",
                        "for the parameter shards in ", dir, ": need ", param_file_bytes(), " bytes, available ",
                        available, " (zero_optimization.offload_param.nvme_path)");

@@ -5,11 +5,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
 
 namespace xtrain::zero {
@@ -19,6 +21,10 @@ std::atomic<int64_t> g_live_bytes{0};
 }
 
 int64_t disk_backed_live_bytes() { return g_live_bytes.load(); }
+
+int64_t disk_backed_bytes_freed_on_node() {
+  return disk_backed_live_bytes() * std::max<int64_t>(1, env::get_int_or("LOCAL_WORLD_SIZE", 1));
+}
 
 struct DiskBackedAllocations::Impl : c10::Allocator {
   std::string dir;

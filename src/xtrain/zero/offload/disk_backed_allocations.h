@@ -18,6 +18,11 @@ namespace xtrain::zero {
 // Bytes of file-backed blocks alive now (made under any instance, not yet freed): disk space that
 // partitioning the model will give back, which the NVMe space checks may count as available.
 int64_t disk_backed_live_bytes();
+// What partitioning will give back on this node's disk: disk_backed_live_bytes() times
+// LOCAL_WORLD_SIZE, since every local rank builds the same model under the same nvme_path at the
+// same time (ranks reserving their state files one after another otherwise see the others'
+// construction blocks as used).
+int64_t disk_backed_bytes_freed_on_node();
 
 class DiskBackedAllocations {
  public:

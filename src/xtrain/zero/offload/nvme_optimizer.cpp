@@ -43,7 +43,8 @@ std::string make_folder(const std::string& nvme_path, int64_t rank) {
 }
 
 // Returns whether the space is free now (else it is free once the model's file-backed construction
-// blocks, disk_backed_live_bytes(), are released by partitioning: the file is then sparse).
+// blocks of this node, disk_backed_bytes_freed_on_node(), are released by partitioning: the file is
+// then sparse).
 bool check_space(const std::string& folder, const std::string& nvme_path, int64_t state_bytes) {
   int64_t available = 0;
   if (auto fake = env::get_int(kNvmeFakeFreeBytesEnv)) {
@@ -54,7 +55,7 @@ bool check_space(const std::string& folder, const std::string& nvme_path, int64_
                        std::strerror(errno), " (", kPathKey, ")");
     available = static_cast<int64_t>(s.f_bavail) * static_cast<int64_t>(s.f_frsize);
   }
-  const int64_t needed = state_bytes + kSpaceMargin, freed_later = disk_backed_live_bytes();
+  const int64_t needed = state_bytes + kSpaceMargin, freed_later = disk_backed_bytes_freed_on_node();
   XTRAIN_USAGE_CHECK(available + freed_later >= needed, "zero: not enough free space for the optimizer state in ",
                      nvme_path, ": need ", needed, " bytes (", state_bytes, " of state + ", kSpaceMargin,
                      " margin), available ", available,
