@@ -206,6 +206,13 @@ void Communicator::barrier() {
   finish(make_work(impl_->pg->barrier(c10d::BarrierOptions()), nullptr, impl_, "barrier", seq), false);
 }
 
+double all_reduce_sum(Communicator& comm, double value) {
+  if (!comm.distributed()) return value;
+  auto t = at::full({1}, value, at::kDouble);
+  comm.all_reduce(t, ReduceOp::kSum);
+  return t.item<double>();
+}
+
 std::string broadcast_string(Communicator& comm, const std::string& value, int root) {
   if (!comm.distributed()) return value;
   at::Tensor n = at::full({1}, static_cast<int64_t>(value.size()), at::kLong);

@@ -97,6 +97,9 @@ class Communicator {
   std::shared_ptr<Impl> impl_;  // shared with Work handles in flight
 };
 
+// The sum of `value` over the group (one scalar all-reduce; `value` itself on a group of one).
+double all_reduce_sum(Communicator& comm, double value);
+
 // Root's string on every rank (a run directory name, a checkpoint tag): two broadcasts.
 std::string broadcast_string(Communicator& comm, const std::string& value, int root = 0);
 

@@ -185,20 +185,10 @@ void Engine::sum_tied_gradients() {
 
 // Over the model-parallel group: every part of the replica contributes to the norm (and an overflow
 // on one rank skips the step on all).
-double Engine::model_parallel_sum(double value) const {
-  if (!mp_.group || !mp_.group->distributed()) return value;
-  auto t = at::full({1}, value, at::kDouble);
-  mp_.group->all_reduce(t, comm::ReduceOp::kSum);
-  return t.item<double>();
-}
+double Engine::model_parallel_sum(double value) const { return mp_.group ? comm::all_reduce_sum(*mp_.group, value) : value; }
 
 // The logged loss is the mean over data-parallel ranks (one scalar all-reduce per step).
-double Engine::mean_over_ranks(double value) const {
-  if (!dp_->distributed()) return value;
-  auto t = at::full({1}, value, at::kDouble);
-  dp_->all_reduce(t, comm::ReduceOp::kSum);
-  return t.item<double>() / dp_->size();
-}
+double Engine::mean_over_ranks(double value) const { return comm::all_reduce_sum(*dp_, value) / dp_->size(); }
 
 double Engine::lr_for_step(int64_t k) const { return lr_override_ >= 0 ? lr_override_ : schedule_->lr_after(k - 1); }
 

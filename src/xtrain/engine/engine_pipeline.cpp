@@ -50,9 +50,9 @@ void Engine::pipeline_step(const std::vector<data::Batch>& micro_batches) {
   }
   // The mean micro-batch loss, known on the last stage: summed over the pipeline group (the other
   // stages add zero) so every stage logs it.
-  auto shared = at::full({1}, loss.defined() ? loss.detach().item<double>() / scaler_.scale() : 0.0, at::kDouble);
-  if (stage_.group->distributed()) stage_.group->all_reduce(shared, comm::ReduceOp::kSum);
-  loss_sum_ += shared.item<double>() * static_cast<double>(gas_);
+  const double mean_loss =
+      comm::all_reduce_sum(*stage_.group, loss.defined() ? loss.detach().item<double>() / scaler_.scale() : 0.0);
+  loss_sum_ += mean_loss * static_cast<double>(gas_);
   loss_count_ += gas_;
   micro_steps_ += gas_;
   global_samples_ += micro_batch_ * config_.dp_world_size * gas_;

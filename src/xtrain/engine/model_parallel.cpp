@@ -173,16 +173,10 @@ std::string write_merged_checkpoint(const checkpoint::CheckpointReader& reader, 
   if (!merged.optimizer.empty()) writer.write_tensors("optimizer.pt", merged.optimizer);
   const auto rank0 = model_parallel_rank0(reader);
   for (const std::string file : {"buffers.pt", "engine.json"}) {
-    if (!rank0.has_file(file)) continue;
-    if (file == "buffers.pt") {
-      writer.write_tensors(file, rank0.read_tensors(file));
-    } else {
-      writer.write_text(file, rank0.read_text(file));
-    }
+    if (rank0.has_file(file)) zero::copy_checkpoint_file(rank0, writer, file);
   }
   for (const auto& file : reader.files()) {  // the run's own files: config.json, trainer state
-    if (file.rfind("mp_rank_", 0) == 0 || file == kManifestFile) continue;
-    writer.write_text(file, reader.read_text(file));
+    if (file.rfind("mp_rank_", 0) != 0 && file != kManifestFile) zero::copy_checkpoint_file(reader, writer, file);
   }
   writer.finish_rank();
   writer.commit();

@@ -95,6 +95,16 @@ Consolidated consolidate(const checkpoint::CheckpointReader& reader, bool with_o
   return out;
 }
 
+void copy_checkpoint_file(const checkpoint::CheckpointReader& reader, checkpoint::CheckpointWriter& writer,
+                          const std::string& file) {
+  const bool tensors = file.size() > 3 && file.compare(file.size() - 3, 3, ".pt") == 0;
+  if (tensors) {
+    writer.write_tensors(file, reader.read_tensors(file));
+  } else {
+    writer.write_text(file, reader.read_text(file));
+  }
+}
+
 std::string write_consolidated(const checkpoint::CheckpointReader& reader, const std::string& out_root) {
   const auto full = consolidate(reader, /*with_optimizer=*/true);
   checkpoint::CheckpointWriter writer(out_root, reader.tag(), 0);
@@ -102,12 +112,7 @@ std::string write_consolidated(const checkpoint::CheckpointReader& reader, const
   if (!full.optimizer.empty()) writer.write_tensors("optimizer.pt", full.optimizer);
   for (const auto& file : reader.files()) {
     if (file == "model.pt" || file == "optimizer.pt" || file == "zero.json" || file.rfind("zero_rank_", 0) == 0) continue;
-    const bool tensors = file.size() > 3 && file.compare(file.size() - 3, 3, ".pt") == 0;
-    if (tensors) {
-      writer.write_tensors(file, reader.read_tensors(file));
-    } else {
-      writer.write_text(file, reader.read_text(file));
-    }
+    copy_checkpoint_file(reader, writer, file);
   }
   writer.finish_rank();
   writer.commit();

@@ -38,6 +38,10 @@ Consolidated consolidate(const checkpoint::CheckpointReader& reader, bool with_o
 // loadable for training too). Returns the written folder.
 std::string write_consolidated(const checkpoint::CheckpointReader& reader, const std::string& out_root);
 
+// Copies one file (tensors when it ends in .pt, else text) into `writer` under the same name.
+void copy_checkpoint_file(const checkpoint::CheckpointReader& reader, checkpoint::CheckpointWriter& writer,
+                          const std::string& file);
+
 // Fills `rank`'s shard of each buffer ("master" from the model, a state from the optimizer).
 void load_shards(const Consolidated& full, const ShardLayout& layout, int64_t rank, const NamedBuffers& buffers);
 

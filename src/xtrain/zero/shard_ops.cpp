@@ -39,9 +39,7 @@ double weighted_norm_squared(const at::Tensor& grad, const std::vector<WeightedR
 
 double shard_grad_norm_squared(const at::Tensor& part_grad, const std::vector<WeightedRange>& ranges,
                                comm::Communicator& dp) {
-  auto n = at::full({1}, weighted_norm_squared(part_grad, ranges), at::kDouble);
-  if (dp.distributed()) dp.all_reduce(n, comm::ReduceOp::kSum);
-  return n.item<double>();
+  return comm::all_reduce_sum(dp, weighted_norm_squared(part_grad, ranges));
 }
 
 optim::StepInputs shard_step_inputs(const at::Tensor& master, const at::Tensor& part_grad,
