@@ -4,6 +4,7 @@
 // exact, so comparisons are exact unless stated.
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/remainder.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
@@ -76,6 +77,23 @@ void check_reduce_scatter(Communicator& c) {
   at::Tensor in = input_of(r, W * 3, at::kFloat), out = at::zeros({3}, at::kFloat);
   c.reduce_scatter(in, out, ReduceOp::kMax);
   expect_equal(out, input_of(W - 1, W * 3, at::kFloat).narrow(0, r * 3, 3), "reduce_scatter max");
+  // Slices of two ring pieces (the second partial): each piece is reduced in its place, bf16 through
+  // fp32 pieces. Values repeat with period 61 so that every sum is exact in bf16.
+  const int64_t big = Communicator::kRingPieceElements + 5;
+  auto periodic = [](int q, int64_t begin, int64_t n, at::ScalarType dtype) {
+    return (at::arange(begin, begin + n, at::kLong).remainder(61) + (q + 1)).to(dtype);
+  };
+  at::Tensor expect_big = at::zeros({big}, at::kLong);  // this rank's slice of the sum
+  for (int q = 0; q < W; ++q) expect_big += periodic(q, r * big, big, at::kLong);
+  for (auto op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      if (op == ReduceOp::kAvg && dtype == at::kBFloat16) continue;
+      at::Tensor big_out = at::zeros({big}, dtype);
+      c.reduce_scatter(periodic(r, 0, W * big, dtype), big_out, op);
+      const auto expect = op == ReduceOp::kAvg ? expect_big.to(at::kDouble).div(W) : expect_big.to(at::kDouble);
+      testing::expect_close(big_out, expect.to(dtype), 1e-7, 0, c10::str("two-piece reduce_scatter ", dtype));
+    }
+  }
   // Several in flight at once, mixed with all-reduces: completion in any order, results exact.
   std::vector<Work> works;
   std::vector<at::Tensor> outs, sums;

@@ -1,10 +1,16 @@
 // Shard arithmetic (shard_layout.h) as pure functions: for many shapes, unit groupings and world
 // sizes, every element of every parameter is owned by exactly one rank, units are padded to
-// world_size × alignment, and a rank's segments tile its shard buffer in layout order.
+// world_size × alignment, and a rank's segments tile its shard buffer in layout order. The shard
+// gradient norm (shard_ops.h) against a float64 reference.
+#include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "xtrain/zero/shard_layout.h"
+#include "xtrain/zero/shard_ops.h"
 
 namespace xtrain::zero {
 namespace {
@@ -66,6 +72,24 @@ TEST(ShardLayout, UnitsBySizeCloseAtTheBucketSize) {
   EXPECT_EQ(sl.units[1].begin, 32);
   EXPECT_EQ(sl.flat.used, 86);
   EXPECT_EQ(sl.flat.numel, 32 + 32 + 64);
+}
+
+// bf16 gradients are widened in chunks (millions of elements): the sum over chunks, with weighted
+// ranges inside and across chunk borders, equals the float64 sum of squares to fp32 rounding.
+TEST(ShardOps, WeightedNormOfBf16GradientsMatchesFloat64) {
+  const int64_t n = (int64_t{1} << 23) + 1001;
+  const auto grad = at::randn({n}).to(at::kBFloat16);
+  const std::vector<WeightedRange> ranges{{5, 100, 0.5}, {(int64_t{1} << 22) - 7, 20, 0.25}, {n - 3, 3, 2.0}};
+  const auto g = grad.to(at::kDouble);
+  double expect = g.pow(2).sum().item<double>();
+  for (const auto& r : ranges) expect += (r.weight - 1.0) * g.narrow(0, r.offset, r.numel).pow(2).sum().item<double>();
+  EXPECT_NEAR(weighted_norm_squared(grad, ranges), expect, 1e-5 * expect);
+  EXPECT_NEAR(weighted_norm_squared(grad.to(at::kFloat), ranges), expect, 1e-5 * expect);
+  auto bad = grad.clone();
+  bad[n - 1] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isinf(weighted_norm_squared(bad, {})));
+  bad[7] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(weighted_norm_squared(bad, {})));
 }
 
 }  // namespace

@@ -149,7 +149,9 @@ at::Tensor run(const std::shared_ptr<comm::Communicator>& c, const Case& k, std:
   auto seq = make_seq();
   Engine e(seq, [&seq](const data::Batch& b) { return seq_loss(seq, b); }, make_config(k, c->size(), kB), c);
   *norms = train(e, k.gas, c->size(), c->rank(), 0, kSteps);
-  if (!k.nvme.empty()) EXPECT_GT(e.memory().disk_bytes, 0) << "optimizer state on NVMe";
+  if (!k.nvme.empty()) {
+    EXPECT_GT(e.memory().disk_bytes, 0) << "optimizer state on NVMe";
+  }
   if (k.stage == 3) {
     const auto* s3 = dynamic_cast<const zero::Stage3Strategy*>(&e.strategy());
     EXPECT_NE(s3, nullptr);
@@ -165,7 +167,9 @@ at::Tensor run(const std::shared_ptr<comm::Communicator>& c, const Case& k, std:
       // is 192-576 elements padded to W x 16).
       const int64_t biggest = 24 * 24 + 24 + 16 * c->size();
       EXPECT_LE(s3->peak_live_numel(), std::max<int64_t>(k.max_live, biggest) + biggest) << name(k, c->size());
-      if (k.max_live < 600) EXPECT_LE(s3->peak_live_numel(), biggest) << name(k, c->size());
+      if (k.max_live < 600) {
+        EXPECT_LE(s3->peak_live_numel(), biggest) << name(k, c->size());
+      }
     }
   }
   return flat(e.full_parameters());

@@ -1,8 +1,10 @@
 // The collectives of Communicator. Each records its arrival, hands c10d Gloo a tensor of a type it
 // supports (bf16 sums run in fp32; byte-moving ops view unsupported types as bytes), and returns a
 // Work whose completion step copies back / averages. reduce_scatter is a ring over send/recv on the
-// communicator's executor thread (Gloo in LibTorch 1.13 has no reduce_scatter).
+// communicator's executor thread (Gloo in LibTorch 1.13 has no reduce_scatter), reducing and
+// writing its output piece by piece.
 #include <ATen/ops/add.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/maximum.h>
@@ -36,10 +38,14 @@ at::Tensor movable(const at::Tensor& t) {
 }
 
 // Where the reduction runs: the tensor itself, or an fp32 copy for bf16.
+at::ScalarType reducible_type(at::ScalarType t) { return gloo_reduces(t) ? t : at::kFloat; }
+void check_reducible(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(gloo_reduces(t.scalar_type()) || t.scalar_type() == at::kBFloat16, "comm: ", op, ": dtype ",
+              t.scalar_type(), " cannot be reduced");
+}
 at::Tensor reducible(const at::Tensor& t, const char* op) {
-  if (gloo_reduces(t.scalar_type())) return t;
-  TORCH_CHECK(t.scalar_type() == at::kBFloat16, "comm: ", op, ": dtype ", t.scalar_type(), " cannot be reduced");
-  return t.to(at::kFloat);
+  check_reducible(t, op);
+  return gloo_reduces(t.scalar_type()) ? t : t.to(at::kFloat);
 }
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
@@ -75,25 +81,48 @@ void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp
 
 // Ring reduce-scatter: W-1 steps; at step s rank r sends chunk (r-s-1) (its partial sum) to r+1
 // and receives chunk (r-s-2) from r-1, adding its own contribution. After the last step chunk r
-// holds every rank's contribution. Each rank sends (W-1)/W of the input once.
-void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const at::Tensor& input, at::Tensor out,
-                         ReduceOp op, int tag) {
+// holds every rank's contribution. Each rank sends (W-1)/W of the input once. The chunks go
+// around in pieces, so the working buffers are a few pieces in the type of the reduction (fp32 for
+// bf16 input, whose slices are widened a piece at a time) however large the input: a stage-3
+// unit's gradients are reduced without a second copy of them.
+constexpr int64_t kRingPiece = Communicator::kRingPieceElements;
+
+void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const at::Tensor& input,
+                         const at::Tensor& output, ReduceOp op, int tag) {
+  if (size == 1) {
+    output.copy_(input);
+    return;
+  }
   const int64_t n = input.numel() / size;
-  auto chunk = [&](int i) { return input.narrow(0, static_cast<int64_t>(i) * n, n); };
-  at::Tensor acc = at::empty({n}, input.options());
-  at::Tensor incoming = at::empty({n}, input.options());
+  const auto work_options = input.options().dtype(reducible_type(input.scalar_type()));
+  const bool widen = work_options.dtype() != input.dtype();
+  const int64_t piece = std::min(kRingPiece, std::max<int64_t>(n, 1));
+  at::Tensor acc = at::empty({piece}, work_options);
+  at::Tensor incoming = at::empty({piece}, work_options);
+  at::Tensor first = widen ? at::empty({piece}, work_options) : at::Tensor();
+  at::Tensor result = widen || op == ReduceOp::kAvg ? at::empty({piece}, work_options) : at::Tensor();
   const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-  for (int s = 0; s < size - 1; ++s) {
-    const int send_idx = ((rank - s - 1) % size + size) % size;
-    const int recv_idx = ((rank - s - 2) % size + size) % size;
-    std::vector<at::Tensor> to_send{s == 0 ? chunk(send_idx) : acc};
-    std::vector<at::Tensor> to_recv{incoming};
-    auto sw = pg.send(to_send, next, tag);
-    auto rw = pg.recv(to_recv, prev, tag);
-    rw->wait();
-    sw->wait();
-    at::Tensor target = s == size - 2 ? out : acc;
-    combine(target, incoming, chunk(recv_idx), op);
+  for (int64_t off = 0; off < n; off += piece) {
+    const int64_t len = std::min(piece, n - off);
+    auto slice = [&](int i) { return input.narrow(0, static_cast<int64_t>(i) * n + off, len); };
+    auto a = acc.narrow(0, 0, len), in = incoming.narrow(0, 0, len);
+    auto out = result.defined() ? result.narrow(0, 0, len) : output.narrow(0, off, len);
+    for (int s = 0; s < size - 1; ++s) {
+      const int send_idx = ((rank - s - 1) % size + size) % size;
+      const int recv_idx = ((rank - s - 2) % size + size) % size;
+      at::Tensor send = a;
+      if (s == 0) send = widen ? first.narrow(0, 0, len).copy_(slice(send_idx)) : slice(send_idx);
+      std::vector<at::Tensor> to_send{send};
+      std::vector<at::Tensor> to_recv{in};
+      auto sw = pg.send(to_send, next, tag);
+      auto rw = pg.recv(to_recv, prev, tag);
+      rw->wait();
+      sw->wait();
+      at::Tensor target = s == size - 2 ? out : a;
+      combine(target, in, widen ? slice(recv_idx).to(work_options.dtype()) : slice(recv_idx), op);
+    }
+    if (op == ReduceOp::kAvg) out.div_(size);
+    if (result.defined()) output.narrow(0, off, len).copy_(out);
   }
 }
 
@@ -165,19 +194,14 @@ Work Communicator::reduce_scatter(const at::Tensor& input, const at::Tensor& out
   }
   const int64_t seq = impl_->arrive("reduce_scatter", nbytes(input));
   const int tag = kRingTagBase + static_cast<int>(seq % (1 << 24));
-  at::Tensor in = reducible(input, "reduce_scatter").reshape({-1});
-  const bool converted = in.scalar_type() != output.scalar_type();  // bf16 reduced in fp32
-  at::Tensor out = converted ? at::empty({output.numel()}, in.options()) : output.reshape({-1});
+  check_reducible(input, "reduce_scatter");
+  at::Tensor in = input.reshape({-1}), out = output.reshape({-1});
   auto pg = impl_->pg;
   const int rank = impl_->rank;
   auto future = impl_->exec().submit([pg, rank, size, in, out, op, tag] {
     ring_reduce_scatter(*pg, rank, size, in, out, op, tag);
   });
-  auto then = [output, out, op, size, converted]() mutable {
-    if (op == ReduceOp::kAvg) out.div_(size);
-    if (converted) output.reshape({-1}).copy_(out);
-  };
-  return finish(make_work(future, std::move(then), impl_, "reduce_scatter", seq), async);
+  return finish(make_work(future, nullptr, impl_, "reduce_scatter", seq), async);
 }
 
 Work Communicator::send(const at::Tensor& tensor, int dst, int tag, bool async) {

@@ -77,7 +77,10 @@ class Communicator {
   // output (size() × input.numel() elements, contiguous) gets every rank's input in rank order.
   Work all_gather(const at::Tensor& input, const at::Tensor& output, bool async = false);
   // input: size() equal slices; rank r's output (slice-sized) gets the reduction of slice r.
-  // A ring over send/recv: each rank sends (W-1)/W of the input, half of an all-reduce.
+  // A ring over send/recv: each rank sends (W-1)/W of the input, half of an all-reduce. The slices
+  // go around in pieces of kRingPieceElements, so the extra memory is a few pieces (bf16 is widened
+  // to fp32 a piece at a time), not a copy of the input.
+  static constexpr int64_t kRingPieceElements = int64_t{1} << 22;
   Work reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op = ReduceOp::kSum,
                       bool async = false);
   Work send(const at::Tensor& tensor, int dst, int tag = 0, bool async = false);

@@ -17,7 +17,7 @@ using topology::Axis;
 constexpr const char* kManifestFile = "model_parallel.json";
 
 std::string scope_of(int64_t tp_rank, int64_t pp_rank) {
-  char buf[48];
+  char buf[64];
   std::snprintf(buf, sizeof buf, "mp_rank_%02lld_%03lld_", static_cast<long long>(tp_rank),
                 static_cast<long long>(pp_rank));
   return buf;
