@@ -3,6 +3,10 @@
 # sizes are tried in order (2 optimizer steps each, AdamW, micro-batch 1 x 64 tokens) and the
 # run's outcome, rank 0's peak RSS, model states in memory and on disk, and the step time printed.
 # The first failure ends a variant (the kernel's OOM killer ends a rank that does not fit).
+# warmup_min_ratio 1: the second step updates the weights at the full learning rate (the first
+# step's is 0 under DeepSpeed's schedules). lr 1e-7: Adam's first update moves every weight by
+# about lr, so the loss changes by about lr x ||g||_1, which grows with the parameter count (a 5B
+# GPT's validation loss went 6.4 -> 28 at lr 1e-3 and -> 23 at 1e-5).
 # fp32 AdamW unless EXTRA says otherwise.
 #   XTRAIN=build/xtrain NVME_DIR=/tmp/zero-nvme bench/zero_largest.sh "stage0:16x1536,16x1792" "stage3nvme:16x3072"
 # A variant is stage0 | stage2 | stage3 | stage3nvme (optimizer state and parameters on NVMe);
@@ -44,7 +48,8 @@ for spec in "$@"; do
       --set xtrain.model.seq_len="$SEQ" --set xtrain.model.dropout=0 --set train_micro_batch_size_per_gpu=1 \
       --set gradient_accumulation_steps=1 --set xtrain.steps=2 --set steps_per_print=1 --set xtrain.eval_interval=0 \
       --set xtrain.save_interval=-1 --set xtrain.eval_batches=1 --set xtrain.generate.tokens=0 \
-      --set xtrain.monitor.peak_tflops=1 "${sets[@]}" "${extra_sets[@]}" --output "$run" >"$run.log" 2>&1
+      --set xtrain.monitor.peak_tflops=1 --set scheduler.params.warmup_min_ratio=1 \
+      --set optimizer.params.lr=1e-7 "${sets[@]}" "${extra_sets[@]}" --output "$run" >"$run.log" 2>&1
     code=$?
     secs=$(($(date +%s) - start))
     python3 - "$run/metrics.jsonl" "$run.log" "$variant" "$size" "$code" "$secs" "$SEQ" <<'EOF'
