@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The largest GPT that trains on this machine with 2 ranks, per ZeRO variant: for each variant the
 # sizes are tried in order (2 optimizer steps each, AdamW, micro-batch 1 x 64 tokens) and the
-# run's outcome, rank 0's peak RSS, model states in memory and on disk, and the step time printed.
+# run's outcome, rank 0's peak RSS, the largest anonymous memory (RssAnon, sampled every 0.3 s) of
+# any rank, model states in memory and on disk, the step time and the validation loss printed.
 # The first failure ends a variant (the kernel's OOM killer ends a rank that does not fit).
 # warmup_min_ratio 1: the second step updates the weights at the full learning rate (the first
 # step's is 0 under DeepSpeed's schedules). lr 1e-7: Adam's first update moves every weight by
@@ -23,7 +24,8 @@ read -r -a extra_sets <<<"${EXTRA:-}"
 export XTRAIN_MEMORY_POOL_CACHE_MB=${XTRAIN_MEMORY_POOL_CACHE_MB:-256}
 mkdir -p "$OUT" "$NVME_DIR"
 echo "# $(date -u +%FT%TZ)  $(nproc) cores  $(free -g | awk '/Mem:/ {print $2}') GiB  free disk $(df -BG --output=avail "$NVME_DIR" | tail -1 | tr -d ' ')  load: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-11s %-9s %9s %-6s %12s %14s %10s %10s\n' variant size params result "peak RSS MB" "states MB/rank" "disk GB" "s/step"
+printf '%-11s %-9s %9s %-6s %12s %13s %14s %10s %10s %8s\n' variant size params result "peak RSS MB" "peak anon MB" \
+  "states MB/rank" "disk GB" "s/step" "val loss"
 for spec in "$@"; do
   variant=${spec%%:*}
   case $variant in
@@ -49,12 +51,22 @@ for spec in "$@"; do
       --set gradient_accumulation_steps=1 --set xtrain.steps=2 --set steps_per_print=1 --set xtrain.eval_interval=0 \
       --set xtrain.save_interval=-1 --set xtrain.eval_batches=1 --set xtrain.generate.tokens=0 \
       --set xtrain.monitor.peak_tflops=1 --set scheduler.params.warmup_min_ratio=1 \
-      --set optimizer.params.lr=1e-7 "${sets[@]}" "${extra_sets[@]}" --output "$run" >"$run.log" 2>&1
+      --set optimizer.params.lr=1e-7 "${sets[@]}" "${extra_sets[@]}" --output "$run" >"$run.log" 2>&1 &
+    launcher=$!
+    anon=0  # MB; what the OOM killer weighs (the parameter file's pages are file-backed)
+    while kill -0 "$launcher" 2>/dev/null; do
+      for p in $(pgrep -P "$launcher"); do
+        a=$(awk '/^RssAnon/ {print int($2 / 1024)}' "/proc/$p/status" 2>/dev/null)
+        if [ -n "$a" ] && [ "$a" -gt "$anon" ]; then anon=$a; fi
+      done
+      sleep 0.3
+    done
+    wait "$launcher"
     code=$?
     secs=$(($(date +%s) - start))
-    python3 - "$run/metrics.jsonl" "$run.log" "$variant" "$size" "$code" "$secs" "$SEQ" <<'EOF'
+    python3 - "$run/metrics.jsonl" "$run.log" "$variant" "$size" "$code" "$secs" "$SEQ" "$anon" <<'EOF'
 import json, os, re, sys
-metrics, log, variant, size, code, secs, seq = sys.argv[1:8]
+metrics, log, variant, size, code, secs, seq, anon = sys.argv[1:9]
 text = open(log).read()
 m = re.search(r"model: gpt with (\d+) parameters", text)
 params = f"{int(m.group(1)) / 1e9:.2f}B" if m else "?"
@@ -67,7 +79,10 @@ states = sum(v for k, v in last.items() if k.startswith("memory/") and k.endswit
 disk = last.get("memory/nvme_mb", 0) / 1e3
 steps = [r for r in rows if "train/tokens_per_s" in r]
 step_s = 2 * int(seq) / steps[-1]["train/tokens_per_s"] if steps else float("nan")
-print(f"{variant:<11} {size:<9} {params:>9} {'ok' if ok else 'FAIL':<6} {peak:12.0f} {states:14.0f} {disk:10.1f} {step_s:10.1f}   ({secs} s)")
+m = re.search(r"val loss ([0-9.]+)", text)
+val = m.group(1)[:6] if m else "-"
+print(f"{variant:<11} {size:<9} {params:>9} {'ok' if ok else 'FAIL':<6} {peak:12.0f} {int(anon):13d} {states:14.0f} "
+      f"{disk:10.1f} {step_s:10.1f} {val:>8}   ({secs} s)")
 EOF
     if [ "$code" != 0 ]; then tail -3 "$run.log" | sed 's/^/    /'; break; fi
   done
