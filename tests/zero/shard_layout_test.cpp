@@ -74,8 +74,9 @@ TEST(ShardLayout, UnitsBySizeCloseAtTheBucketSize) {
   EXPECT_EQ(sl.flat.numel, 32 + 32 + 64);
 }
 
-// bf16 gradients are widened in chunks (millions of elements): the sum over chunks, with weighted
-// ranges inside and across chunk borders, equals the float64 sum of squares to fp32 rounding.
+// Over 8.4M elements, with weighted ranges inside and across chunk borders, the chunked sum equals
+// the float64 sum of squares within 1e-5 for bf16 and fp32 gradients (one fp32 norm over the
+// whole buffer is off by about 1e-4 here); inf and NaN propagate.
 TEST(ShardOps, WeightedNormOfBf16GradientsMatchesFloat64) {
   const int64_t n = (int64_t{1} << 23) + 1001;
   const auto grad = at::randn({n}).to(at::kBFloat16);
