@@ -1,6 +1,7 @@
 // Gradient all-reduce bandwidth, 2 ranks on this machine: xtrain's BucketReducer (buckets of a flat
 // fp32 gradient buffer, arrival records, averaging) against one raw c10d ProcessGroupGloo allreduce
-// of the same bytes; the per-collective cost of the arrival record (1-element all-reduces); and the
+// of the same bytes; the per-collective cost of the arrival record (1-element all-reduces); the
+// ring reduce-scatter against an all-reduce of the same buffer; and the
 // share of communication hidden behind backward by overlap_comm on an MLP.
 // Run: build/bench/bench_allreduce_bench   (re-launches itself as 2 ranks with xtrain's launcher)
 #include <ATen/Functions.h>
@@ -104,6 +105,37 @@ void bandwidth(const std::shared_ptr<Communicator>& comm, c10d::ProcessGroupGloo
   }
 }
 
+// Communicator::reduce_scatter (a ring in kRingPieceElements pieces; bf16 widened a piece at a
+// time) against one raw c10d allreduce of the same fp32 buffer: a reduce-scatter moves half an
+// all-reduce's bytes, so ours/raw near 0.5 means the pieces cost nothing extra.
+void reduce_scatter_cost(Communicator& comm, c10d::ProcessGroupGloo& raw, int reps) {
+  const int W = comm.size();
+  if (comm.rank() == 0) {
+    std::printf("\nreduce-scatter of a buffer (ours; fp32 and bf16 input) vs raw c10d allreduce of it in fp32\n");
+    std::printf("%-10s %-7s %12s %12s %12s %10s %10s\n", "elements", "MB fp32", "raw AR ms", "ours fp32", "ours bf16",
+                "fp32/raw", "bf16/raw");
+  }
+  for (int64_t n : {int64_t(1) << 20, int64_t(1) << 22, int64_t(1) << 24, int64_t(1) << 25}) {
+    at::Tensor t = at::ones({n}, at::kFloat);
+    std::vector<at::Tensor> v{t};
+    at::Tensor in32 = at::full({n}, comm.rank() + 1.0, at::kFloat), out32 = at::empty({n / W}, at::kFloat);
+    at::Tensor in16 = in32.to(at::kBFloat16), out16 = at::empty({n / W}, at::kBFloat16);
+    comm.reduce_scatter(in16, out16);
+    if (out16.to(at::kFloat).sub(W * (W + 1) / 2.0).abs().max().item<double>() > 0) {
+      std::printf("WRONG RESULT at n=%lld\n", static_cast<long long>(n));
+    }
+    const auto [raw_s, ours32_s] = side_by_side(
+        reps, [&] { raw.allreduce(v)->wait(); }, [&] { comm.reduce_scatter(in32, out32); });
+    const auto [raw2_s, ours16_s] = side_by_side(
+        reps, [&] { raw.allreduce(v)->wait(); }, [&] { comm.reduce_scatter(in16, out16); });
+    const double raw_med = std::min(raw_s, raw2_s);
+    if (comm.rank() == 0) {
+      std::printf("%-10lld %-7.1f %12.3f %12.3f %12.3f %10.2f %10.2f\n", static_cast<long long>(n), n * 4 / 1e6,
+                  raw_med * 1e3, ours32_s * 1e3, ours16_s * 1e3, ours32_s / raw_med, ours16_s / raw_med);
+    }
+  }
+}
+
 void per_collective_cost(Communicator& comm, c10d::ProcessGroupGloo& raw, int reps) {
   at::Tensor t = at::ones({1}, at::kFloat);
   std::vector<at::Tensor> v{t};
@@ -179,6 +211,7 @@ int main(int argc, char** argv) {
   const int reps = std::getenv("REPS") ? std::atoi(std::getenv("REPS")) : 9;
   bandwidth(comm, *raw, reps);
   per_collective_cost(*comm, *raw, reps);
+  reduce_scatter_cost(*comm, *raw, reps);
   overlap_share(comm, reps);
   comm->barrier();
   return 0;

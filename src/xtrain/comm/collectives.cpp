@@ -83,8 +83,8 @@ void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp
 // and receives chunk (r-s-2) from r-1, adding its own contribution. After the last step chunk r
 // holds every rank's contribution. Each rank sends (W-1)/W of the input once. The chunks go
 // around in pieces, so the working buffers are a few pieces in the type of the reduction (fp32 for
-// bf16 input, whose slices are widened a piece at a time) however large the input: a stage-3
-// unit's gradients are reduced without a second copy of them.
+// bf16 input, whose slices are widened a piece at a time; partial sums travel in fp32) however
+// large the input: a stage-3 unit's gradients are reduced without a second copy of them.
 constexpr int64_t kRingPiece = Communicator::kRingPieceElements;
 
 void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const at::Tensor& input,
@@ -99,7 +99,9 @@ void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const a
   const int64_t piece = std::min(kRingPiece, std::max<int64_t>(n, 1));
   at::Tensor acc = at::empty({piece}, work_options);
   at::Tensor incoming = at::empty({piece}, work_options);
-  at::Tensor first = widen ? at::empty({piece}, work_options) : at::Tensor();
+  // The first hop carries a rank's own slice, not a partial sum: bf16 travels as bf16 (half the
+  // bytes) and is widened on arrival, which gives the same fp32 values as widening before sending.
+  at::Tensor incoming_raw = widen ? at::empty({piece}, input.options()) : at::Tensor();
   at::Tensor result = widen || op == ReduceOp::kAvg ? at::empty({piece}, work_options) : at::Tensor();
   const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
   for (int64_t off = 0; off < n; off += piece) {
@@ -110,14 +112,14 @@ void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const a
     for (int s = 0; s < size - 1; ++s) {
       const int send_idx = ((rank - s - 1) % size + size) % size;
       const int recv_idx = ((rank - s - 2) % size + size) % size;
-      at::Tensor send = a;
-      if (s == 0) send = widen ? first.narrow(0, 0, len).copy_(slice(send_idx)) : slice(send_idx);
-      std::vector<at::Tensor> to_send{send};
-      std::vector<at::Tensor> to_recv{in};
+      const bool raw = s == 0 && widen;  // bf16 bytes (Gloo has no bf16 type)
+      std::vector<at::Tensor> to_send{s == 0 ? movable(slice(send_idx)) : a};
+      std::vector<at::Tensor> to_recv{raw ? movable(incoming_raw.narrow(0, 0, len)) : in};
       auto sw = pg.send(to_send, next, tag);
       auto rw = pg.recv(to_recv, prev, tag);
       rw->wait();
       sw->wait();
+      if (raw) in.copy_(incoming_raw.narrow(0, 0, len));
       at::Tensor target = s == size - 2 ? out : a;
       combine(target, in, widen ? slice(recv_idx).to(work_options.dtype()) : slice(recv_idx), op);
     }
