@@ -16,6 +16,7 @@ echo "# $(date -u +%FT%TZ)  $(nproc) cores  load: $(cut -d' ' -f1-3 /proc/loadav
 xtrain_out=$("$BENCH_BIN" "$@")
 grep '^check' <<<"$xtrain_out"
 torch_out=$(/usr/bin/python3 "$ROOT/bench/peers/adamw_peer.py" "$@")
+grep '^settings' <<<"$torch_out" | sed 's/^/# torch /'  # thread variables each torch process ran with
 
 { grep '^xtrain ' <<<"$xtrain_out"; grep '^torch ' <<<"$torch_out"; } | awk '
   function field(name,   i, kv) {

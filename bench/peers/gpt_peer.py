@@ -3,18 +3,30 @@
 fused QKV, GELU-tanh MLP, tied embeddings, GPT-2 init) and the same step (AdamW, grad clipping 1.0)
 written in plain PyTorch eager, timed the same way. Prints one JSON line.
 
+Threads: `--tuning expert` (the default) re-executes the script with the environment an expert sets
+before torch is imported (expert_env.py: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = --threads, passive
+waiting, huge-page malloc); `--tuning shipped` only calls torch.set_num_threads. The JSON line
+says which, with the variables and the thread counts torch and OpenBLAS report.
+
 Run with Debian's interpreter: /usr/bin/python3 bench/peers/gpt_peer.py --layers 4 --d 256 ...
 """
 import argparse
 import json
 import math
+import os
 import resource
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import expert_env  # noqa: E402
+
+expert_env.pin()  # before torch loads OpenMP and OpenBLAS
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 class Block(nn.Module):
@@ -75,6 +87,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--tuning", choices=["shipped", "expert"], default="expert")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -103,7 +116,7 @@ def main():
         "params": sum(p.numel() for p in model.parameters()),
         "step_ms": step * 1e3, "tokens_per_s": a.batch * a.seq / step,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "final_loss": loss.item(),
+        "final_loss": loss.item(), "settings": expert_env.settings(torch, a.tuning),
     }))
 
 
