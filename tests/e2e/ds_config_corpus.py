@@ -167,7 +167,7 @@ def judge_refusal(variant, cfg_rc, cfg_err, train_rc, train_err):
         if rc == 0:
             return f"{what} accepted the file (exit 0); expected a refusal naming {variant['messages']}"
         if rc >= 124 or rc < 0:
-            return f"{what} exit {rc} (crash or timeout): {first_line(err.strip().splitlines()[-1:] or [''])}"
+            return f"{what} exit {rc} (crash or timeout): {first_line(err[-400:])}"
         text = error_text(err)
         absent = [m for m in variant["messages"] if m not in text]
         if absent:
@@ -179,10 +179,9 @@ def judge_refusal(variant, cfg_rc, cfg_err, train_rc, train_err):
 
 
 def first_line(text):
-    if isinstance(text, list):
-        text = text[0] if text else ""
-    text = text.strip()
-    return text.splitlines()[0][:300] if text else "(no message)"
+    """A message on one line of the report: its lines joined, cut at 400 characters."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " / ".join(lines)[:400] if lines else "(no message)"
 
 
 def run_case(binary, corpus, case, keep, extra_sets):
