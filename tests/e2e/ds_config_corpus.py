@@ -221,11 +221,13 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep each case's temporary folder")
     ap.add_argument("--set", action="append", default=[], metavar="K=V", help="one more xtrain.* override")
     a = ap.parse_args()
-    binary = os.path.abspath(a.binary)
     cases = [c for c in load_cases(a.corpus) if a.only in c[0]]
     start = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        results = list(pool.map(lambda c: run_case(binary, a.corpus, c, a.keep, a.set), cases))
+    with tempfile.TemporaryDirectory(prefix="ds_corpus_bin_") as bin_dir:
+        # A private copy: a rebuild during the run cannot replace the program under the test.
+        binary = shutil.copy2(os.path.abspath(a.binary), os.path.join(bin_dir, "xtrain"))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            results = list(pool.map(lambda c: run_case(binary, a.corpus, c, a.keep, a.set), cases))
     for _, line in results:
         print(line)
     passed = sum(ok for ok, _ in results)
