@@ -1,17 +1,33 @@
 // DeepSpeed's `checkpoint` section (§a.13) and xtrain's checkpoint keys (`xtrain.checkpoint`).
+// tag_validation is matched in any case, as DeepSpeed upper-cases it before checking.
 #pragma once
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <string>
 
+#include "xtrain/base/error.h"
+
 namespace xtrain::checkpoint {
 
+// "Ignore" | "Warn" | "Fail" for any spelling of those words; UsageError naming the key otherwise.
+inline std::string tag_validation_mode(const std::string& value) {
+  std::string lower = value;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "ignore") return "Ignore";
+  if (lower == "warn") return "Warn";
+  if (lower == "fail") return "Fail";
+  XTRAIN_USAGE_ERROR("config: checkpoint.tag_validation must be Ignore, Warn or Fail (any case), got \"", value, "\"");
+}
+
 struct CheckpointOptions {
-  std::string tag_validation = "Warn";
+  std::string tag_validation = "Warn";  // normalised by tag_validation_mode
   bool load_universal = false;
   bool use_node_local_storage = false;
   template <class V>
   void visit(V& v) {
-    v.choice("tag_validation", tag_validation, {"Ignore", "Warn", "Fail", "ignore", "warn", "fail"}, "check that every rank saves the same tag");
+    v("tag_validation", tag_validation, "Ignore | Warn | Fail: at save, every rank's tag is compared; a mismatch warns or fails");
+    if (!v.documenting()) tag_validation = tag_validation_mode(tag_validation);
     v("load_universal", load_universal, "accepted: xtrain checkpoints are always reshardable");
     v("use_node_local_storage", use_node_local_storage, "local rank 0 of each node writes");
     v.nested("parallel_write", [&](auto& s) { s("pipeline_stage", pipeline_stage_parallel_write, "accepted for compatibility"); });

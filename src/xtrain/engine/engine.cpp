@@ -4,10 +4,14 @@
 #include <torch/nn/module.h>
 
 #include <cmath>
+#ifdef XTRAIN_WITH_CUDA
+#include <ATen/Context.h>
+#endif
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
 #include "xtrain/comm/communicator.h"
+#include "xtrain/monitor/memory.h"
 #include "xtrain/parallel/pipeline/pipeline_executor.h"
 #include "xtrain/sched/schedule.h"
 
@@ -38,6 +42,12 @@ Engine::Engine(std::shared_ptr<torch::nn::Module> module, LossFn loss_fn, const 
 Engine::~Engine() = default;
 
 void Engine::setup(zero::NamedParams params) {
+#ifdef XTRAIN_WITH_CUDA
+  // tf32.enabled: TF32 tensor-core math for fp32 matmuls and convolutions (Ampere and later);
+  // false keeps them in full fp32. A CPU build has no such mode (config/key_status: no effect).
+  at::globalContext().setAllowTF32CuBLAS(config_.tf32.enabled);
+  at::globalContext().setAllowTF32CuDNN(config_.tf32.enabled);
+#endif
   policy_ = precision::make_policy(config_.fp16, config_.bf16, config_.amp, /*cuda=*/false,
                                    config_.engine.grad_accum_dtype);
   params = zero::unique_trainable(params);
@@ -88,9 +98,13 @@ at::Tensor Engine::forward(const data::Batch& batch) {
   if (policy_.mixed() && batch.input.defined() && at::isFloatingType(batch.input.scalar_type()) &&
       batch.input.scalar_type() != policy_.param_dtype) {
     data::Batch cast{batch.input.to(policy_.param_dtype), batch.target};  // fp16.auto_cast semantics
-    return loss_fn_(cast);
+    at::Tensor loss = loss_fn_(cast);
+    log_memory("after forward");
+    return loss;
   }
-  return loss_fn_(batch);
+  at::Tensor loss = loss_fn_(batch);
+  log_memory("after forward");
+  return loss;
 }
 
 // scale → backward: the loss is divided by the accumulation steps and multiplied by the loss scale.
@@ -108,6 +122,7 @@ void Engine::backward(const at::Tensor& loss) {
     loss.backward();
   }
   strategy_->after_backward(boundary);
+  log_memory("after backward");
 }
 
 bool Engine::is_gradient_accumulation_boundary() const { return (micro_steps_ + 1) % gas_ == 0; }
@@ -118,6 +133,7 @@ bool Engine::step() {
   global_samples_ += micro_batch_ * config_.dp_world_size;
   if (!boundary) return false;
   optimizer_step();
+  log_memory("after optimizer step");
   return true;
 }
 
@@ -204,6 +220,11 @@ std::vector<std::string> Engine::take_scaler_messages() {
 
 void Engine::train(bool on) {
   if (module_) module_->train(on);
+}
+
+void Engine::log_memory(const char* stage) {
+  if (!config_.engine.memory_breakdown || dp_->rank() != 0 || (mp_.group && mp_.group->rank() != 0)) return;
+  log::info(monitor::memory_breakdown_line(stage, memory_bytes()));
 }
 
 std::map<std::string, int64_t> Engine::memory_bytes() {

@@ -147,6 +147,11 @@ class Engine {
  private:
   void setup(zero::NamedParams params);
   void optimizer_step();
+  // memory_breakdown: one line of process and per-area memory after a stage of the step, on the
+  // first rank of the grid (DeepSpeed's see_memory_usage(..., force=memory_breakdown)).
+  void log_memory(const char* stage);
+  // checkpoint.tag_validation (engine_checkpoint.cpp); collective unless the mode is Ignore.
+  void validate_checkpoint_tag(const std::string& tag) const;
   double combined_grad_scale(double scaled_norm) const;
   double mean_over_ranks(double value) const;
   double model_parallel_sum(double value) const;

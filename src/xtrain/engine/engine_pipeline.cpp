@@ -48,6 +48,7 @@ void Engine::pipeline_step(const std::vector<data::Batch>& micro_batches) {
     precision::AutocastGuard autocast(policy_.autocast_dtype, /*cuda=*/false);
     loss = pipeline_->run(schedule, inputs, targets);
   }
+  log_memory("after forward and backward (pipeline)");
   // The mean micro-batch loss, known on the last stage: summed over the pipeline group (the other
   // stages add zero) so every stage logs it.
   const double mean_loss =
@@ -57,6 +58,7 @@ void Engine::pipeline_step(const std::vector<data::Batch>& micro_batches) {
   micro_steps_ += gas_;
   global_samples_ += micro_batch_ * config_.dp_world_size * gas_;
   optimizer_step();
+  log_memory("after optimizer step");
 }
 
 std::pair<double, double> Engine::pipeline_busy_total() const {

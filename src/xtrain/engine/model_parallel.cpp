@@ -42,6 +42,13 @@ std::string param_of(const std::string& key, bool optimizer) {
 }
 }  // namespace
 
+void check_checkpoint_storage(const config::Config& config, const comm::RankInfo& rank) {
+  XTRAIN_USAGE_CHECK(!config.checkpoint.use_node_local_storage || rank.local_world_size >= rank.world_size,
+                     "not supported yet: checkpoint.use_node_local_storage on more than one node (this run has ",
+                     rank.world_size, " ranks, ", rank.local_world_size, " on this node); every rank needs one "
+                     "shared checkpoint folder: remove the key");
+}
+
 std::string ParallelGroups::checkpoint_scope() const {
   if (!model_parallel()) return "";
   const auto c = coord();

@@ -21,6 +21,7 @@ class Module;
 }
 namespace xtrain::comm {
 class Communicator;
+struct RankInfo;
 }
 namespace xtrain::checkpoint {
 class CheckpointWriter;
@@ -39,6 +40,11 @@ struct ParallelGroups {
   // "" without model parallelism, else "mp_rank_<tp>_<pp>_" (two and three digits, as Megatron's folders).
   std::string checkpoint_scope() const;
 };
+
+// checkpoint.use_node_local_storage: on one node every rank shares the file system, so the key
+// changes nothing; across nodes it is refused (not supported yet). Node count from RankInfo's
+// local world size.
+void check_checkpoint_storage(const config::Config& config, const comm::RankInfo& rank);
 
 // Collective over `world`: every rank creates every group, in the same order.
 ParallelGroups make_parallel_groups(std::shared_ptr<comm::Communicator> world, const config::Config& config);

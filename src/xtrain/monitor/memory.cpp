@@ -30,4 +30,15 @@ std::map<std::string, double> memory_metrics(const std::map<std::string, int64_t
   return m;
 }
 
+std::string memory_breakdown_line(const std::string& stage, const std::map<std::string, int64_t>& area_bytes) {
+  auto mib = [](int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  std::string line = "memory " + stage + ": rss " + mib(rss_bytes()) + " | peak " + mib(peak_rss_bytes());
+  for (const auto& [name, bytes] : area_bytes) line += " | " + name + " " + mib(bytes);
+  return line;
+}
+
 }  // namespace xtrain::monitor

@@ -1,8 +1,11 @@
 // `pipeline` (DeepSpeed's engine-level keys, §a.14, plus xtrain's `schedule`) and
-// `tensor_parallel` (ours: `size`; DeepSpeed's autotp keys are accepted).
+// `tensor_parallel` (ours: `size`; DeepSpeed's `autotp_size`, its AutoTP degree, is the same number
+// under DeepSpeed's name: it sets `size`, and a different `size` is an error).
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "xtrain/base/error.h"
 
 namespace xtrain::parallel {
 
@@ -32,7 +35,13 @@ struct TensorParallelOptions {
   template <class V>
   void visit(V& v) {
     v("size", size, "xtrain: tensor-parallel ranks (TP)");
-    v("autotp_size", autotp_size, "DeepSpeed AutoTP (inference); use size");
+    v("autotp_size", autotp_size, "DeepSpeed's AutoTP degree: the tensor-parallel size (0: unset)");
+    if (!v.documenting() && autotp_size != 0) {
+      XTRAIN_USAGE_CHECK(autotp_size > 0, "config: tensor_parallel.autotp_size must be > 0 (0: unset), got ", autotp_size);
+      XTRAIN_USAGE_CHECK(size == 1 || size == autotp_size, "config: tensor_parallel.autotp_size (", autotp_size,
+                         ") and tensor_parallel.size (", size, ") disagree: both are the tensor-parallel size; set one");
+      size = autotp_size;
+    }
   }
 };
 
