@@ -194,7 +194,6 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
   s.config.model = mo;
   precision::check_cpu_supported(precision::make_policy(cfg.fp16, cfg.bf16, cfg.amp, /*cuda=*/false,
                                                         cfg.engine.grad_accum_dtype));
-  if (cfg.tf32.enabled) log::info("tf32: enabled in the config; it only affects CUDA matmuls (this run is on CPU)");
   torch::manual_seed(cfg.trainer.seed);
   {
     // ZeRO stage 3 with parameters on NVMe: the model is built into file-backed memory (the page
@@ -219,9 +218,19 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank = {},
     stage = models::PipelineGPT(s.model.module, static_cast<int>(s.groups.coord().pp), static_cast<int>(pp), method).ptr();
     s.model.module = stage;
     s.model.forward = pipeline_forward(stage, s.groups);
+    models::apply_pipeline_checkpoint_interval(*stage, cfg.pipeline.activation_checkpoint_interval,
+                                               cfg.activation_checkpointing);
+  } else if (cfg.pipeline.activation_checkpoint_interval != 0) {
+    log::info("config: pipeline.activation_checkpoint_interval has no effect here: it checkpoints pipeline stages "
+              "and pipeline.stages is 1 (activation_checkpointing.enabled checkpoints a GPT's blocks)");
   }
   // No-op unless activation_checkpointing.enabled; UsageError for a model other than gpt.
   models::apply_activation_checkpointing(*s.model.module, cfg.activation_checkpointing);
+  if (cfg.activation_checkpointing.partition_activations && !cfg.activation_checkpointing.enabled &&
+      (!stage || cfg.pipeline.activation_checkpoint_interval == 0)) {
+    log::info("config: activation_checkpointing.partition_activations has no effect here: nothing is checkpointed "
+              "(set activation_checkpointing.enabled, or pipeline.activation_checkpoint_interval with pipeline stages)");
+  }
   if (cfg.curriculum_learning.enabled) {
     XTRAIN_USAGE_CHECK(s.text, "config: curriculum_learning (seqlen) needs text data (xtrain.data.type=text)");
     XTRAIN_USAGE_CHECK(cfg.curriculum_learning.max_difficulty <= mo.seq_len,
@@ -536,6 +545,7 @@ TrainResult train(const TrainRequest& request) {
   auto loaded = load_run_config(request, run_dir);
   for (const auto& w : loaded.warnings) log::warn(w);
   for (const auto& n : loaded.notes) log::info("config: ", n);
+  check_checkpoint_storage(loaded.config, rank);
   auto group = join_group(rank, loaded.config);
   if (run_dir.empty()) {  // rank 0 names the run (its clock); the others follow
     if (rank.rank == 0) {

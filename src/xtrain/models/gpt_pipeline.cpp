@@ -2,6 +2,10 @@
 // tensor_parallel_gpt_embed / _head / _loss); this file only chooses which modules a stage owns.
 #include "xtrain/models/gpt_pipeline.h"
 
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+
 #include "xtrain/base/error.h"
 #include "xtrain/models/factory.h"
 #include "xtrain/models/gpt.h"
@@ -100,10 +104,38 @@ at::Tensor PipelineGPTImpl::forward(const at::Tensor& in) {
                        " takes the previous stage's hidden states [B, T, ", options_.d_model, "], got ", in.sizes());
     x = in;
   }
-  for (size_t k = 0; k < units_.size(); ++k) {
-    x = runner_ ? runner_(static_cast<int64_t>(k), *units_[k], x) : run_block(tensor_parallel_, *units_[k], x);
+  const size_t n = units_.size();
+  const size_t group = checkpoint_interval_ > 0 ? static_cast<size_t>(checkpoint_interval_) : std::max<size_t>(n, 1);
+  for (size_t begin = 0; begin < n; begin += group) {
+    const size_t end = std::min(n, begin + group);
+    if (checkpoint_interval_ == 0 || !at::GradMode::is_enabled()) {
+      x = run_units(begin, end, x);
+      continue;
+    }
+    // The recompute holds this stage by shared_ptr: a graph kept past the call still finds it.
+    auto self = std::static_pointer_cast<PipelineGPTImpl>(shared_from_this());
+    std::vector<at::Tensor> params;
+    for (size_t k = begin; k < end; ++k) {
+      for (const auto& p : units_[k]->parameters()) params.push_back(p);
+    }
+    x = nn::checkpoint([self, begin, end](const at::Tensor& in) { return self->run_units(begin, end, in); }, x, params,
+                       checkpoint_how_);
   }
   return is_last() ? head(x) : x;
+}
+
+at::Tensor PipelineGPTImpl::run_units(size_t begin, size_t end, at::Tensor x) {
+  for (size_t k = begin; k < end; ++k) {
+    x = runner_ ? runner_(static_cast<int64_t>(k), *units_[k], x) : run_block(tensor_parallel_, *units_[k], x);
+  }
+  return x;
+}
+
+void PipelineGPTImpl::set_activation_checkpoint_interval(int64_t interval, nn::CheckpointOptions how) {
+  XTRAIN_USAGE_CHECK(interval >= 0, "models: pipeline.activation_checkpoint_interval must be >= 0 (0: off), got ",
+                     interval);
+  checkpoint_interval_ = interval;
+  checkpoint_how_ = how;
 }
 
 at::Tensor PipelineGPTImpl::loss(const at::Tensor& logits, const at::Tensor& target) const {

@@ -5,6 +5,8 @@
 // per-parameter options see GPT's names, and dropping the whole model frees the other stages'
 // modules. With tied embeddings wte is on the first and the last stage; the caller all-reduces
 // its gradient over the embedding group (tied_parameters(); Megatron's embedding group).
+// set_activation_checkpoint_interval is PipelineModule's activation_checkpoint_interval: every run
+// of N consecutive blocks is one checkpoint (one saved input, recomputed together in backward).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "xtrain/models/options.h"
+#include "xtrain/nn/checkpoint.h"
 #include "xtrain/nn/unit_router.h"
 #include "xtrain/parallel/tensor/mappings.h"
 
@@ -45,6 +48,12 @@ class PipelineGPTImpl : public torch::nn::Module, public nn::UnitRouted {
   // Their gradients are partial on each of the two stages until summed over the embedding group.
   std::vector<std::string> tied_parameters() const;
 
+  // DeepSpeed's PipelineModule(activation_checkpoint_interval=N): with grad on, this stage's blocks
+  // run in groups of N [0, N), [N, 2N), …, each group under nn::checkpoint with `how`; 0 turns it
+  // off. Embedding and head are never checkpointed. UsageError for N < 0.
+  void set_activation_checkpoint_interval(int64_t interval, nn::CheckpointOptions how = {});
+  int64_t activation_checkpoint_interval() const { return checkpoint_interval_; }
+
   int stage() const { return stage_; }
   int stages() const { return stages_; }
   bool is_first() const { return stage_ == 0; }
@@ -52,6 +61,8 @@ class PipelineGPTImpl : public torch::nn::Module, public nn::UnitRouted {
   // All stages' block boundaries (stages + 1 of them): stage s runs blocks [b[s], b[s + 1]).
   const std::vector<int>& layer_bounds() const { return bounds_; }
   const ModelOptions& options() const { return options_; }
+  // The TensorParallelGPT's group this stage was cut from; null for a plain GPT.
+  const parallel::tensor::CommPtr& tensor_parallel_group() const { return tp_; }
 
   // nn::UnitRouted: this stage's blocks, index 0 = block layer_bounds()[stage()].
   std::vector<std::shared_ptr<torch::nn::Module>> routed_units() const override;
@@ -60,6 +71,7 @@ class PipelineGPTImpl : public torch::nn::Module, public nn::UnitRouted {
  private:
   at::Tensor embed(const at::Tensor& idx);
   at::Tensor head(const at::Tensor& x);
+  at::Tensor run_units(size_t begin, size_t end, at::Tensor x);  // blocks [begin, end) of this stage
 
   bool tensor_parallel_ = false;
   bool tied_ = true;  // the LM head is wte
@@ -72,6 +84,8 @@ class PipelineGPTImpl : public torch::nn::Module, public nn::UnitRouted {
   std::shared_ptr<torch::nn::Module> wte_, wpe_, blocks_, ln_f_, lm_head_;
   std::vector<std::shared_ptr<torch::nn::Module>> units_;  // blocks_'s children, in order
   std::function<at::Tensor(int64_t, torch::nn::Module&, const at::Tensor&)> runner_;
+  int64_t checkpoint_interval_ = 0;
+  nn::CheckpointOptions checkpoint_how_;
 };
 TORCH_MODULE(PipelineGPT);
 

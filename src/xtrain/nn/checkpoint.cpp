@@ -91,18 +91,24 @@ struct Capsule : torch::CustomClassHolder {
   std::vector<at::Tensor> params;
   RunState state;
   bool input_requires_grad = false;
+  std::shared_ptr<const ActivationPartitioner> partitioner;
+  std::vector<int64_t> input_sizes;
 };
 
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
   // params are inputs only so autograd routes their gradients; fn reads them itself.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList params, CheckpointFn* fn,
-                            bool cpu_checkpointing) {
+                            const CheckpointOptions* options) {
     auto capsule = c10::make_intrusive<Capsule>();
     capsule->state = RunState::capture(x.device());
     capsule->params = params.vec();
     capsule->input_requires_grad = x.requires_grad();
-    // Saved through save_for_backward so an in-place change of x before backward is an error.
-    ctx->save_for_backward({cpu_checkpointing && !x.is_cpu() ? x.to(at::kCPU) : x});
+    capsule->partitioner = options->partitioner;
+    capsule->input_sizes = x.sizes().vec();
+    // Saved through save_for_backward so an in-place change of x before backward is an error
+    // (a kept partition is a copy: then that check is lost).
+    at::Tensor kept = options->partitioner ? options->partitioner->keep(x.detach()) : x;
+    ctx->save_for_backward({options->cpu_checkpointing && !kept.is_cpu() ? kept.to(at::kCPU) : kept});
     at::Tensor y = (*fn)(x);
     capsule->fn = std::move(*fn);
     ctx->saved_data["capsule"] = c10::IValue::make_capsule(std::move(capsule));
@@ -112,8 +118,9 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto holder = ctx->saved_data["capsule"].toCapsule();
     auto* capsule = static_cast<Capsule*>(holder.get());
-    const at::Tensor saved = ctx->get_saved_variables()[0];
-    at::Tensor x = saved.to(capsule->state.device).detach().requires_grad_(capsule->input_requires_grad);
+    at::Tensor saved = ctx->get_saved_variables()[0].to(capsule->state.device);
+    if (capsule->partitioner) saved = capsule->partitioner->restore(saved, capsule->input_sizes);
+    at::Tensor x = saved.detach().requires_grad_(capsule->input_requires_grad);
     at::Tensor y;
     {
       RecomputeScope scope(capsule->state);
@@ -121,7 +128,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
       y = capsule->fn(x);
     }
     // Differentiate with respect to what needs a gradient; the rest gets an undefined one.
-    // One gradient per forward argument: x, each parameter, then fn and cpu_checkpointing.
+    // One gradient per forward argument: x, each parameter, then fn and options.
     variable_list out(1 + capsule->params.size() + 2);
     std::vector<at::Tensor> wrt;
     std::vector<size_t> slot;  // where each of wrt's gradients goes in `out`
@@ -148,7 +155,7 @@ at::Tensor checkpoint(CheckpointFn fn, const at::Tensor& x, const std::vector<at
                       const CheckpointOptions& options) {
   TORCH_CHECK(fn, "nn: checkpoint needs a function");
   TORCH_CHECK(x.defined(), "nn: checkpoint input is undefined");
-  return CheckpointFunction::apply(x, at::TensorList(params), &fn, options.cpu_checkpointing);
+  return CheckpointFunction::apply(x, at::TensorList(params), &fn, &options);
 }
 
 at::Tensor checkpoint_module(torch::nn::Module& module, CheckpointFn fn, const at::Tensor& x,

@@ -10,6 +10,7 @@
 #include <torch/nn/module.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "xtrain/nn/options.h"
@@ -18,12 +19,27 @@ namespace xtrain::nn {
 
 using CheckpointFn = std::function<at::Tensor(const at::Tensor&)>;
 
+// DeepSpeed's partition_activations: a checkpoint keeps only part of its input (keep) and rebuilds
+// the whole input just before the recompute (restore). For a tensor-parallel block, whose input is
+// the same on every rank of the group, each rank keeps 1/tp of it and restore all-gathers
+// (models/gpt_checkpointing supplies that one; nn knows no process groups).
+class ActivationPartitioner {
+ public:
+  virtual ~ActivationPartitioner() = default;
+  virtual at::Tensor keep(const at::Tensor& x) const = 0;
+  // `kept` as keep() returned it; returns a tensor of `sizes` equal to the x given to keep().
+  virtual at::Tensor restore(const at::Tensor& kept, at::IntArrayRef sizes) const = 0;
+};
+
 struct CheckpointOptions {
   // DeepSpeed's cpu_checkpointing: the saved input lives in CPU memory between forward and
   // backward and is copied back to its device for the recomputation. A no-op for CPU tensors.
   // (DeepSpeed needs partition_activations for it; without tensor parallelism there is nothing to
   // partition, so here it applies to the whole input.)
   bool cpu_checkpointing = false;
+  // partition_activations: null keeps the whole input. With cpu_checkpointing the kept part is
+  // what moves to the CPU.
+  std::shared_ptr<const ActivationPartitioner> partitioner;
 };
 
 // y = fn(x), computed without recording a graph. In backward fn reruns on the saved x with the CPU
@@ -47,10 +63,10 @@ at::Tensor checkpoint_module(torch::nn::Module& module, CheckpointFn fn, const a
 // while asking for it is a config mistake).
 bool is_checkpointed(int64_t block, int64_t num_blocks, const ActivationCheckpointingOptions& options);
 
-// CheckpointOptions from the config section. partition_activations and
-// contiguous_memory_optimization are accepted and change nothing: without tensor parallelism there
-// is one model-parallel rank (DeepSpeed's partition is then the whole tensor), and the contiguous
-// buffer is a layout choice. profile and synchronize_checkpoint_boundary are "not supported yet".
+// CheckpointOptions from the config section, without a partitioner (the caller adds one for
+// partition_activations under tensor parallelism). contiguous_memory_optimization is accepted and
+// changes nothing: the contiguous buffer is a layout choice. profile and
+// synchronize_checkpoint_boundary are "not supported yet".
 CheckpointOptions checkpoint_options(const ActivationCheckpointingOptions& options);
 
 }  // namespace xtrain::nn
