@@ -27,7 +27,7 @@ const std::vector<KeyStatus> kTable = {
     {"gradient_clipping", H, "Engine.MatchesPyTorchStepSemantics"},
     {"steps_per_print", H, "Trainer.RunDirectoryContentsAndPruning"},
     {"wall_clock_breakdown", H, "RunMonitor.StepMetricsEverywhere"},
-    {"memory_breakdown", R, ""},
+    {"memory_breakdown", H, "EngineKeys.MemoryBreakdownPrintsEachStageOfTheStep"},
     {"dump_state", N, "DeepSpeed prints its engine state at start; `xtrain config` prints the resolved config"},
     {"prescale_gradients", H, "GradScaling.DeepSpeedSemanticsAlwaysGiveTheMean"},
     {"gradient_predivide_factor", H, "GradScaling.DeepSpeedSemanticsAlwaysGiveTheMean"},
@@ -116,7 +116,11 @@ const std::vector<KeyStatus> kTable = {
     {"bf16.immediate_grad_update", N, "xtrain accumulates gradients in data_types.grad_accum_dtype and applies them at the step; there is no separate bf16 optimizer to update early"},
     {"amp.enabled", H, "MixedPrecision.AmpMatchesPyTorchCpuAutocast"},
     {"amp.dtype", H, "MixedPrecision.AmpMatchesPyTorchCpuAutocast"},
-    {"tf32.enabled", R, ""},
+#ifdef XTRAIN_WITH_CUDA
+    {"tf32.enabled", H, "EngineKeys.Tf32SetsTheCudaMatmulMode"},
+#else
+    {"tf32.enabled", N, "this build has no CUDA; TF32 is a CUDA matmul mode (Ampere and later), CPU matmuls are full fp32"},
+#endif
     // zero_optimization
     {"zero_optimization.cpu_offload", H, "Config.DeprecatedAliases"},
     {"zero_optimization.cpu_offload_param", H, "Config.DeprecatedAliases"},
@@ -178,7 +182,7 @@ const std::vector<KeyStatus> kTable = {
     {"aio.use_gds", R, ""},
     // activation checkpointing
     {"activation_checkpointing.enabled", H, "GptCheckpointing.EachCheckpointedBlockIsOneGraphNode"},
-    {"activation_checkpointing.partition_activations", R, ""},
+    {"activation_checkpointing.partition_activations", H, "PartitionActivations.TwoTensorParallelRanksKeepHalfAndGatherInBackward"},
     {"activation_checkpointing.cpu_checkpointing", H, "Checkpoint.CpuCheckpointingGivesTheSameGradients"},
     {"activation_checkpointing.contiguous_memory_optimization", N, "xtrain saves one input tensor per checkpointed block; there is nothing to pack"},
     {"activation_checkpointing.number_checkpoints", H, "Checkpoint.NumberCheckpointsSelectsTheFirstBlocks"},
@@ -231,14 +235,14 @@ const std::vector<KeyStatus> kTable = {
     {"pipeline.partition", H, "PipelinePartition.ByParameters"},
     {"pipeline.schedule", H, "PipelineSchedule.OneFOneBHandWritten"},
     {"pipeline.seed_layers", N, "xtrain seeds every layer from xtrain.seed, whatever the stage"},
-    {"pipeline.activation_checkpoint_interval", R, ""},
+    {"pipeline.activation_checkpoint_interval", H, "PipelineCheckpointInterval.GroupsOfBlocksRecomputeWithTheSameGradients"},
     {"pipeline.pipe_partitioned", N, "xtrain sends whole activations between stages; the result is the same"},
     {"pipeline.grad_partitioned", N, "xtrain sends whole gradients between stages; the result is the same"},
     {"tensor_parallel.size", H, "ModelParallelTrainer.TensorParallelTwoAndFourTrainLikeOneRank"},
-    {"tensor_parallel.autotp_size", R, "tensor_parallel.size"},
-    {"checkpoint.tag_validation", R, ""},
+    {"tensor_parallel.autotp_size", H, "EngineKeys.AutotpSizeIsTheTensorParallelSize"},
+    {"checkpoint.tag_validation", H, "TagValidation.TwoRanksSavingDifferentTagsFailWarnOrPass"},
     {"checkpoint.load_universal", N, "xtrain checkpoints always load at any parallel layout"},
-    {"checkpoint.use_node_local_storage", R, ""},
+    {"checkpoint.use_node_local_storage", N, "on one node every rank shares the file system, so there is no node-local copy to make (on several nodes it is refused: not supported yet)"},
     {"checkpoint.parallel_write.pipeline_stage", N, "every rank writes its own shard already"},
     // xtrain
     {"xtrain.model.type", H, "Factory.ForwardCallableRunsEachModel"},
