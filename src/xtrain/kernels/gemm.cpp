@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
+#include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "xtrain/kernels/gemm_backends.h"
@@ -90,6 +91,9 @@ void gemm_out_with(GemmBackend backend, const at::Tensor& c, const at::Tensor& a
 
 void gemm_out(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, const GemmArgs& args) {
   check(c, a, b, args);
+  // For observers of ATen's ops (monitor's flops profiler, torch's profiler): oneDNN runs no ATen
+  // op. Inputs are only built while an observer listens.
+  RECORD_FUNCTION("xtrain::gemm", std::vector<c10::IValue>({a, b}));
   const int64_t n = c.dim();
   const int64_t batch = c.numel() / std::max<int64_t>(1, c.size(n - 2) * c.size(n - 1));
   const auto backend = gemm_backend_for(a.scalar_type(), batch, c.size(n - 2), c.size(n - 1), a.size(n - 1));

@@ -16,6 +16,8 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <utility>
+#include <iterator>
 
 #include "xtrain/monitor/flops.h"
 
@@ -37,6 +39,9 @@ struct FlopsProfiler::State {
   };
   std::vector<Node> nodes;
   std::vector<Range> ranges;  // parameter storage, sorted by begin
+  // Copies of parameters made during the profile (autocast's casts before a GEMM): owned by the
+  // parameter's module; the tensors are held so their memory cannot be reused meanwhile.
+  std::vector<std::pair<at::Tensor, Range>> copies;
   int current = 0;            // module of the last op that had a parameter input
   int enclosing = 0;          // where ops without one go: current's parent when current is a leaf
   int top_module = 0;         // module of the outermost op now running
@@ -50,7 +55,7 @@ namespace {
 thread_local FlopsProfiler::State* t_active = nullptr;
 
 struct OpContext : at::ObserverContext {
-  bool top = false, counted = false;
+  bool top = false, counted = false, by_param = false;
   int module = 0;
   Clock::time_point start;
   std::vector<int64_t> conv_input, conv_weight;  // inputs are only readable in the start callback
@@ -89,6 +94,49 @@ bool is_conv(std::string_view op) {
          op == "aten::_convolution" || op.substr(0, 20) == "aten::conv_transpose";
 }
 
+int64_t floor_to(int64_t x, int64_t a) { return (x >= 0 ? x / a : -((-x + a - 1) / a)) * a; }  // down(x, a)
+int64_t ceil_to(int64_t x, int64_t a) { return -floor_to(-x, a); }                              // up(x, a)
+
+// Pooled keys query i sees under multi-scale attention, summed over the n queries: the key
+// selection rules of shared/design/multiscale-attention.md, counted (not enumerated).
+double multiscale_keys(int64_t n, int64_t w, bool causal) {
+  double keys = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (causal) {
+      for (int64_t e = i + 1, l = 0;; ++l) {  // level l covers [s, e)
+        const int64_t s = std::max<int64_t>(0, floor_to(e - (w << l), int64_t{2} << l));
+        keys += static_cast<double>((e >> l) - (s >> l));
+        if (s == 0) break;
+        e = s;
+      }
+      continue;
+    }
+    int64_t s = std::max<int64_t>(0, floor_to(i - w / 2, 2)), f = std::min<int64_t>(n, ceil_to(i + 1 + (w + 1) / 2, 2));
+    keys += static_cast<double>(f - s);
+    for (int64_t l = 1; s > 0 || f < n; ++l) {
+      const int64_t ns = std::max<int64_t>(0, floor_to(s - (w / 2 << l), int64_t{2} << l));
+      const int64_t nf = std::min<int64_t>(n, ceil_to(f + (w / 2 << l), int64_t{2} << l));
+      keys += static_cast<double>((s >> l) - (ns >> l));
+      if (f < n) keys += static_cast<double>(ceil_to(nf, int64_t{1} << l) / (int64_t{1} << l) - (f >> l));
+      s = ns;
+      f = nf;
+    }
+  }
+  return keys;
+}
+
+// q [B, NH, T, HS]; heads split into len(windows) groups as evenly as possible (the first NH mod S
+// groups one head more). Per (query, pooled key): 2·HS for the score, 2·HS for the weighted value.
+double multiscale_flops(const std::vector<int64_t>& q, bool causal, const std::vector<int64_t>& windows) {
+  const int64_t B = q[0], NH = q[1], T = q[2], HS = q[3], S = static_cast<int64_t>(windows.size());
+  double flops = 0;
+  for (int64_t g = 0; g < S && g < NH; ++g) {
+    const int64_t heads = NH / S + (g < NH % S ? 1 : 0);
+    flops += static_cast<double>(heads) * 4.0 * static_cast<double>(HS) * multiscale_keys(T, windows[g], causal);
+  }
+  return static_cast<double>(B) * flops;
+}
+
 // Forward FLOPs of a matrix-product op from its inputs; -1 when `op` is not one.
 double matmul_flops(std::string_view op, c10::ArrayRef<const c10::IValue> in) {
   auto s = [&](size_t i) { return i < in.size() ? shape(in[i]) : std::vector<int64_t>{}; };
@@ -98,7 +146,15 @@ double matmul_flops(std::string_view op, c10::ArrayRef<const c10::IValue> in) {
   }
   if (op == "aten::mm" || op == "aten::bmm" || op == "aten::matmul") return 2.0 * matmul_macs(s(0), s(1));
   if (op == "aten::addmm" || op == "aten::baddbmm" || op == "aten::addbmm") return 2.0 * matmul_macs(s(1), s(2));
-  if (op == "aten::scaled_dot_product_attention" || op == "aten::_scaled_dot_product_attention") {
+  // xtrain's own kernels (kernels/gemm.cpp, kernels/attention/registry.cpp) record these, so the
+  // GEMMs they run in oneDNN, and fused attention, are seen although no ATen op runs them.
+  if (op == "xtrain::gemm") return 2.0 * matmul_macs(s(0), s(1));  // a [..., M, K], b [..., K, N]
+  const bool xtrain_attention = op == "xtrain::attention";
+  if (xtrain_attention && in.size() > 4 && in[4].isIntList() && !in[4].toIntVector().empty()) {
+    const auto q = s(0);  // [B, NH, T, HS]
+    return q.size() == 4 ? multiscale_flops(q, in[3].isBool() && in[3].toBool(), in[4].toIntVector()) : 0.0;
+  }
+  if (xtrain_attention || op == "aten::scaled_dot_product_attention" || op == "aten::_scaled_dot_product_attention") {
     const auto q = s(0), k = s(1), v = s(2);  // [..., Tq, D], [..., Tk, D], [..., Tk, Dv]
     if (q.size() < 2 || k.size() < 2 || v.size() < 2) return 0.0;
     const double tk = static_cast<double>(k[k.size() - 2]);
@@ -126,16 +182,32 @@ double conv_flops(const OpContext& ctx, const at::RecordFunction& fn) {
 }
 
 int owner_of(const FlopsProfiler::State& st, const at::Tensor& t) {
-  if (!t.defined() || !t.has_storage() || st.ranges.empty()) return -1;
+  if (!t.defined() || !t.has_storage()) return -1;
   const auto p = reinterpret_cast<uintptr_t>(t.data_ptr());
   auto it = std::upper_bound(st.ranges.begin(), st.ranges.end(), p,
                              [](uintptr_t v, const FlopsProfiler::State::Range& r) { return v < r.begin; });
-  if (it == st.ranges.begin()) return -1;
-  --it;
-  return p < it->end ? it->node : -1;
+  if (it != st.ranges.begin() && p < std::prev(it)->end) return std::prev(it)->node;
+  for (const auto& [keep, r] : st.copies) {
+    if (p >= r.begin && p < r.end) return r.node;
+  }
+  return -1;
 }
 
-int attribute(FlopsProfiler::State& st, c10::ArrayRef<const c10::IValue> inputs) {
+bool is_copy(std::string_view op) {
+  return op == "aten::to" || op == "aten::_to_copy" || op == "aten::contiguous" || op == "aten::clone" ||
+         op == "aten::_autocast_to_reduced_precision";
+}
+
+// A top-level copy of a parameter (a cast before a GEMM): its output belongs to the same module.
+void remember_copy(FlopsProfiler::State& st, const at::RecordFunction& fn, int module) {
+  if (fn.outputs().empty() || !fn.outputs()[0].isTensor()) return;
+  const at::Tensor& t = fn.outputs()[0].toTensor();
+  if (!t.defined() || !t.has_storage() || t.numel() == 0 || owner_of(st, t) >= 0) return;
+  const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+  st.copies.push_back({t, {begin, begin + static_cast<uintptr_t>(t.numel() * t.element_size()), module}});
+}
+
+int attribute(FlopsProfiler::State& st, c10::ArrayRef<const c10::IValue> inputs, bool* by_param) {
   for (const auto& v : inputs) {
     int m = -1;
     if (v.isTensor()) {
@@ -146,6 +218,7 @@ int attribute(FlopsProfiler::State& st, c10::ArrayRef<const c10::IValue> inputs)
       }
     }
     if (m >= 0) {
+      *by_param = true;
       st.current = m;
       const auto& node = st.nodes[m];
       st.enclosing = node.leaf && node.parent >= 0 ? node.parent : m;
@@ -161,7 +234,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   auto ctx = std::make_unique<OpContext>();
   ctx->top = st->op_depth++ == 0;
   if (ctx->top) {
-    st->top_module = attribute(*st, fn.inputs());
+    st->top_module = attribute(*st, fn.inputs(), &ctx->by_param);
     ctx->start = Clock::now();
   }
   ctx->module = st->top_module;
@@ -185,7 +258,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* base) {
     if (!ctx->conv_weight.empty()) st->nodes[ctx->module].flops += conv_flops(*ctx, fn);
   }
   --st->op_depth;
-  if (ctx->top) st->nodes[ctx->module].seconds += std::chrono::duration<double>(Clock::now() - ctx->start).count();
+  if (!ctx->top) return;
+  st->nodes[ctx->module].seconds += std::chrono::duration<double>(Clock::now() - ctx->start).count();
+  if (ctx->by_param && is_copy(fn.name())) remember_copy(*st, fn, ctx->module);
 }
 
 std::string type_name(const torch::nn::Module& m) {
@@ -243,6 +318,7 @@ void FlopsProfiler::stop() {
   at::removeCallback(handle_);
   handle_ = 0;
   t_active = nullptr;
+  state_->copies.clear();
 }
 
 void FlopsProfiler::reset() {

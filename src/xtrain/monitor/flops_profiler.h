@@ -3,9 +3,13 @@
 // RecordFunction callback sees every op the forward runs, counts FLOPs of matrix products and
 // convolutions from their input shapes (flops.h's convention), times the outermost ops, and gives
 // each op to the module owning a parameter among its inputs (by address range, so views of
-// parameters and parameters inside flat buffers count); ops with no parameter input (attention
-// scores, activations, residual adds, the loss) go to the module enclosing the last leaf module
-// that had one (after attn.qkv: attn). Reference:
+// parameters and parameters inside flat buffers count, and so do copies of a parameter the
+// forward makes, such as autocast's casts); ops with no parameter input (attention scores,
+// activations, residual adds, the loss) go to the module enclosing the last leaf module that had
+// one (after attn.qkv: attn). xtrain's GEMM and attention kernels run outside ATen's ops (oneDNN,
+// fused loops), so they record themselves: "xtrain::gemm" (a, b) and "xtrain::attention" (q, k,
+// v, causal, windows), dense attention counted over the full T×T, multi-scale over the pooled keys
+// each query sees. Reference:
 // DeepSpeed's FlopsProfiler (profile at `profile_step`, `module_depth`, `top_modules`, `detailed`).
 #pragma once
 #include <cstdint>
