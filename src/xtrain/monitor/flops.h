@@ -4,7 +4,9 @@
 // backward pass costs twice the forward, causal attention is counted over the full T×T (as PaLM
 // and nanoGPT's MFU do), and activation recomputation does not count (it is not model FLOPs).
 #pragma once
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <functional>
@@ -42,6 +44,59 @@ PeakFlops measure_peak_flops(c10::Device device = c10::Device(c10::kCPU), int64_
 
 // Model FLOPs utilisation: achieved model FLOP/s over the peak; 0 when the peak is unknown.
 double mfu(double model_flops_per_step, double step_seconds, double peak_flops_per_second);
+
+// --- The MFU peak, measured robustly and cached per machine (flops_peak.cpp) -----------------------
+// One measurement at start moved 112-152 GFLOP/s between runs here and showed MFU at 154%. So the
+// peak is the best of several GEMM shapes and repetitions for the dtype in use, stored in a JSON
+// file keyed by everything that changes it, and reused; a training rate above it raises it.
+
+// What a peak depends on. str() is the cache key.
+struct PeakKey {
+  std::string cpu;       // /proc/cpuinfo "model name" (CPU), or the device ("cuda:0")
+  int64_t cores = 0;     // online CPUs
+  int64_t threads = 0;   // ATen intra-op threads when measured
+  std::string dtype;     // "fp32" | "bf16"
+  std::string gemm;      // the GEMM timed ("xtrain gemm", "at::matmul")
+  std::string versions;  // LibTorch, oneDNN, and the BLAS library loaded (with the kernel it picked)
+  std::string str() const;
+};
+// The key for this process as it runs now.
+PeakKey peak_key(c10::Device device, c10::ScalarType dtype, const std::string& gemm_name);
+
+// The best rate of `gemm` over several shapes (square 512-2048 and transformer-like rectangles)
+// and repetitions (best of 5 batches of >= 20 ms each); `shape` names the winner ("2048x768x768").
+struct GemmPeak {
+  double flops = 0;  // FLOP/s
+  std::string shape;
+};
+GemmPeak measure_gemm_peak(c10::Device device, c10::ScalarType dtype, const GemmFn& gemm = {});
+
+// $XTRAIN_CACHE_DIR/peak_flops.json, else $XDG_CACHE_HOME/xtrain/..., else ~/.cache/xtrain/...;
+// "" when none of them is set.
+std::string default_peak_cache_path();
+
+// The cache file: {"version": 1, "entries": {key: {"flops", "source", "detail", "key"}}}. A
+// missing or unreadable file is empty; store() keeps the higher of the stored and the new value
+// and rewrites the file atomically (temporary file + rename), so ranks writing at once leave one
+// whole file. Failures to write are logged, not thrown. Delete the file to measure afresh.
+class PeakCache {
+ public:
+  explicit PeakCache(std::string path) : path_(std::move(path)) {}
+  double find(const PeakKey& key) const;  // FLOP/s; 0 when absent
+  void store(const PeakKey& key, double flops, const std::string& source, const std::string& detail) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The peak for `key`: the cached one, or `measure()` stored under `key` ("gemm" source).
+struct ResolvedPeak {
+  double flops = 0;
+  bool measured = false;  // false: read from the cache
+  std::string detail;     // "2048x2048x2048" or the cached entry's detail
+};
+ResolvedPeak resolve_peak(const PeakKey& key, const PeakCache& cache, const std::function<GemmPeak()>& measure);
 
 // "3.29M", "20.13G", "512" (SI prefixes, 4 significant digits).
 std::string si(double value);

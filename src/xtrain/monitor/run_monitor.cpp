@@ -1,5 +1,6 @@
 #include "xtrain/monitor/run_monitor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -10,9 +11,7 @@
 
 namespace xtrain::monitor {
 
-namespace {
-
-RunMonitorOptions validated(RunMonitorOptions o) {
+void check_options(const RunMonitorOptions& o) {
   XTRAIN_USAGE_CHECK(o.monitor.peak_tflops >= 0, "monitor: peak_tflops must be >= 0, got ", o.monitor.peak_tflops,
                      " (xtrain.monitor.peak_tflops)");
   XTRAIN_USAGE_CHECK(o.monitor.histogram_interval >= 0, "monitor: histogram_interval must be >= 0, got ",
@@ -23,6 +22,12 @@ RunMonitorOptions validated(RunMonitorOptions o) {
   XTRAIN_USAGE_CHECK(!o.flops_profiler.enabled || o.flops_profiler.profile_step >= 1,
                      "monitor: flops_profiler.profile_step must be >= 1, got ", o.flops_profiler.profile_step,
                      " (flops_profiler.profile_step)");
+}
+
+namespace {
+
+RunMonitorOptions validated(RunMonitorOptions o) {
+  check_options(o);
   return o;
 }
 
@@ -35,18 +40,70 @@ RunMonitor::RunMonitor(RunMonitorOptions options, const std::string& run_dir, co
       timer_(o_.wall_clock_breakdown || o_.flops_profiler.enabled) {
   if (o_.monitor.peak_tflops > 0) {
     peak_ = o_.monitor.peak_tflops * 1e12;
+    peak_source_ = "xtrain.monitor.peak_tflops";
   } else if (o_.train_flops_per_unit > 0 || o_.flops_profiler.enabled) {
-    const PeakFlops p = measure_peak_flops(o_.device, 0, o_.peak_gemm, o_.peak_gemm_name);
-    peak_ = o_.bf16 && p.bf16 > 0 ? p.bf16 : p.fp32;
-    log::info("peak for MFU: ", p.describe(), "; using ", o_.bf16 && p.bf16 > 0 ? "bf16" : "fp32");
+    init_peak();
   }
 }
 
 RunMonitor::~RunMonitor() = default;
 
-double RunMonitor::mfu(double units_per_second) const {
+// The peak of the GEMM the layers use, in the dtype they compute in, at this thread count: from
+// the cache, else measured and stored. CUDA measures every run (the key cannot name the GPU).
+void RunMonitor::init_peak() {
+  peak_cache_path_ = o_.peak_cache.empty() ? default_peak_cache_path() : o_.peak_cache == "off" ? "" : o_.peak_cache;
+  if (!o_.device.is_cpu()) peak_cache_path_.clear();
+  const PeakCache cache(peak_cache_path_);
+  ResolvedPeak r;
+  for (const auto dtype : {o_.bf16 ? at::kBFloat16 : at::kFloat, at::kFloat}) {
+    try {
+      peak_key_ = peak_key(o_.device, dtype, o_.peak_gemm_name);
+      r = resolve_peak(peak_key_, cache, [&] { return measure_gemm_peak(o_.device, dtype, o_.peak_gemm); });
+      break;
+    } catch (const c10::Error& e) {  // no bf16 GEMM on this device/build: the fp32 peak
+      log::warn("monitor: no ", peak_key_.dtype, " GEMM for the MFU peak (", e.what_without_backtrace(), "); using fp32");
+    }
+  }
+  peak_ = r.flops;
+  if (peak_ <= 0) return;
+  peak_source_ = r.measured ? "measured" : "cached";
+  log::info("peak for MFU: ", si(peak_), "FLOP/s ", peak_key_.dtype, " (", peak_key_.gemm, ", ", peak_key_.threads,
+            " threads; ", r.measured ? "measured, " : "", r.detail,
+            r.measured && !peak_cache_path_.empty() ? "; stored in " + peak_cache_path_ : std::string(), ")");
+}
+
+double RunMonitor::raw_mfu(double units_per_second) const {
   if (o_.train_flops_per_unit <= 0) return 0.0;
   return monitor::mfu(o_.train_flops_per_unit * units_per_second, 1.0, peak_ * static_cast<double>(o_.devices));
+}
+
+double RunMonitor::mfu(double units_per_second) {
+  const double m = raw_mfu(units_per_second);
+  if (m <= 1.0) return m;
+  if (peak_source_ == "xtrain.monitor.peak_tflops") {
+    if (!warned_above_user_peak_) {
+      log::warn("monitor: the model runs at ", si(o_.train_flops_per_unit * units_per_second / o_.devices),
+                "FLOP/s per device, above xtrain.monitor.peak_tflops (", si(peak_),
+                "FLOP/s); MFU is shown as 100%: raise xtrain.monitor.peak_tflops, or set it to 0 to measure");
+      warned_above_user_peak_ = true;
+    }
+    return 1.0;
+  }
+  raise_peak(o_.train_flops_per_unit * units_per_second / static_cast<double>(o_.devices));
+  return 1.0;
+}
+
+// A model-FLOP rate above the measured GEMM peak: the measurement was low (noise, or the model's
+// GEMMs beat the shapes timed). The rate becomes the peak; growth above 1% is logged and stored.
+void RunMonitor::raise_peak(double flops_per_device) {
+  const bool notable = flops_per_device > 1.01 * peak_;
+  const double before = peak_;
+  peak_ = flops_per_device;
+  if (!notable) return;
+  log::info("monitor: training reached ", si(flops_per_device), "FLOP/s per device, above the MFU peak of ",
+            si(before), "FLOP/s: the peak is raised to it",
+            peak_cache_path_.empty() ? std::string() : " and stored in " + peak_cache_path_);
+  PeakCache(peak_cache_path_).store(peak_key_, flops_per_device, "training", "model FLOPs of a training step");
 }
 
 void RunMonitor::begin_step() {
@@ -130,7 +187,7 @@ void RunMonitor::write_histograms(int64_t step, const std::string& prefix,
 
 std::string RunMonitor::summary() const {
   std::string out = timer_.summary();
-  const double overall = mfu(total_seconds_ > 0 ? total_units_ / total_seconds_ : 0.0);
+  const double overall = std::min(1.0, raw_mfu(total_seconds_ > 0 ? total_units_ / total_seconds_ : 0.0));
   if (overall > 0) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "MFU: %.1f%% over the run (%s %s/s inside steps; peak %sFLOP/s)\n", 100.0 * overall,

@@ -1,11 +1,15 @@
 // RunMonitor: everything a training loop reports, behind a few calls. It owns the sinks chosen by
 // the monitor keys (metrics.jsonl always; TensorBoard, CSV), writes the resolved config as a text
 // event, times stages (`wall_clock_breakdown`, or `flops_profiler.enabled` as in DeepSpeed),
-// runs the flops profiler at `profile_step`, measures the GEMM peak for MFU (unless
-// `xtrain.monitor.peak_tflops` gives it), and writes per-step scalars: train/loss, train/ppl
+// runs the flops profiler at `profile_step`, finds the GEMM peak for MFU (unless
+// `xtrain.monitor.peak_tflops` gives it: flops.h's per-machine cache, else a measurement stored
+// there), and writes per-step scalars: train/loss, train/ppl
 // (tokens), train/lr, train/grad_norm, train/loss_scale, train/skipped_steps,
 // train/<unit>_per_s, train/samples, train/mfu, memory/*, time/*_ms; and val/loss, val/ppl,
 // val/accuracy. It knows no engine or model class: the loop hands it numbers and modules.
+// MFU is never above 1: a rate above a measured peak shows the measurement was low, so the peak is
+// raised to that rate (logged, and stored in the cache when it grows by more than 1%); a rate above
+// a peak the user gave is shown as 1 with a warning (the user's number stays).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -42,6 +46,7 @@ struct RunMonitorOptions {
   c10::Device device = c10::Device(c10::kCPU);
   GemmFn peak_gemm;                   // the GEMM to time for the peak (empty: at::matmul)
   std::string peak_gemm_name = "at::matmul";
+  std::string peak_cache;             // the peak cache file; "": default_peak_cache_path(); "off": none
 };
 
 struct StepReport {
@@ -54,6 +59,10 @@ struct StepReport {
   std::map<std::string, int64_t> memory_bytes;  // per area: "params", "grads", "optimizer", …
 };
 
+// The option checks RunMonitor's constructor runs (a UsageError naming the key); the engine's
+// check_run_config runs them before any work (`xtrain config`).
+void check_options(const RunMonitorOptions& options);
+
 class RunMonitor {
  public:
   RunMonitor(RunMonitorOptions options, const std::string& run_dir, const std::string& config_json, int64_t step);
@@ -61,7 +70,9 @@ class RunMonitor {
 
   StageTimer& timer() { return timer_; }
   MetricSink& sinks() { return *sinks_; }
-  double peak_flops() const { return peak_; }  // FLOP/s; 0 when unknown
+  double peak_flops() const { return peak_; }  // FLOP/s per device; 0 when unknown
+  // Where the peak came from: "xtrain.monitor.peak_tflops", "measured", "cached", or "" (none).
+  const std::string& peak_source() const { return peak_source_; }
 
   void begin_step();
   // Ends the step's timing (always, for the summary) and writes its metrics when `log`.
@@ -82,8 +93,9 @@ class RunMonitor {
   void write_histograms(int64_t step, const std::string& prefix,
                         const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
-  // Of the whole job: units/s over `devices` times the per-device peak.
-  double mfu(double units_per_second) const;
+  // Of the whole job: units/s times FLOPs per unit over `devices` times the per-device peak, at
+  // most 1 (a higher rate raises a measured peak; see above).
+  double mfu(double units_per_second);
   // End of run: the stage-time table (when timing) and the mean MFU.
   std::string summary() const;
 
@@ -92,7 +104,15 @@ class RunMonitor {
   std::unique_ptr<MultiSink> sinks_;
   StageTimer timer_;
   std::unique_ptr<FlopsProfiler> profiler_;
+  void init_peak();
+  double raw_mfu(double units_per_second) const;  // unclamped
+  void raise_peak(double flops_per_device);
+
   double peak_ = 0;
+  std::string peak_source_;
+  PeakKey peak_key_;   // of a measured or cached peak (dtype empty otherwise)
+  std::string peak_cache_path_;
+  bool warned_above_user_peak_ = false;
   bool in_step_ = false;
   std::chrono::steady_clock::time_point step_start_;
   double window_units_ = 0, window_seconds_ = 0;  // since the last logged step
