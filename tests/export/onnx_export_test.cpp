@@ -115,34 +115,43 @@ TEST(OnnxExport, Fp32ResNetMatchesLibTorch) {
   expect_close(e.ort, m.forward(x), kFp32Tol, kFp32Tol, "resnet18 logits (BatchNorm folded)");
 }
 
+// Even groups (4 heads over 2 windows) and the README's uneven default (4 heads over 3 windows:
+// groups of 2, 1, 1), windows short against T so each group's window changes the logits.
 TEST(OnnxExport, Fp32MultiScaleGptMatchesLibTorch) {
   SKIP_WITHOUT_ORT();
   at::NoGradGuard no_grad;
-  models::ModelOptions o;
-  o.layers = 2, o.d_model = 32, o.heads = 4, o.seq_len = 32, o.vocab = 64;
-  o.attention.type = "multiscale", o.attention.windows = {4, 8};
-  at::manual_seed(5);
-  auto m = models::build_model(o);
-  m.module->eval();
-  const auto g = compress::trace(*m.module);
-  // The multi-scale levels are laid out for one T, so the export fixes T at the model's context.
-  const auto idx = at::randint(0, 64, {2, 32}, at::kLong);
-  const auto e = export_and_run(g, nullptr, idx, "msa_gpt", false);
-  expect_close(e.ort, m.forward(idx), kFp32Tol, kFp32Tol, "multi-scale gpt logits");
+  for (const auto& windows : {std::vector<int64_t>{4, 8}, std::vector<int64_t>{2, 4, 8}}) {
+    models::ModelOptions o;
+    o.layers = 2, o.d_model = 32, o.heads = 4, o.seq_len = 32, o.vocab = 64;
+    o.attention.type = "multiscale", o.attention.windows = windows;
+    at::manual_seed(5);
+    auto m = models::build_model(o);
+    m.module->eval();
+    const auto g = compress::trace(*m.module);
+    // The multi-scale levels are laid out for one T, so the export fixes T at the model's context.
+    const auto idx = at::randint(0, 64, {2, 32}, at::kLong);
+    const auto e = export_and_run(g, nullptr, idx, "msa_gpt" + std::to_string(windows.size()), false);
+    expect_close(e.ort, m.forward(idx), kFp32Tol, kFp32Tol,
+                 "multi-scale gpt logits, S=" + std::to_string(windows.size()));
+  }
 }
 
+// 4 heads over 2 windows, and 5 heads over 2 (groups of 3 and 2).
 TEST(OnnxExport, Fp32MultiScaleAttentionMatchesLibTorch) {
   SKIP_WITHOUT_ORT();
   at::NoGradGuard no_grad;
   at::manual_seed(4);
-  const int64_t T = 32, C = 32;
-  torch::nn::Sequential seq(nn::LayerNorm(C), nn::MultiScaleAttention(C, 4, std::vector<int64_t>{4, 8}));
-  seq->eval();
-  compress::TraceHints hints;
-  hints.sample_shape = {T, C}, hints.heads = 4, hints.seq_len = T;
-  const auto x = at::randn({2, T, C});
-  const auto e = export_and_run(compress::trace(*seq.ptr(), hints), nullptr, x, "msa", false);
-  expect_close(e.ort, seq->forward(x), kFp32Tol, kFp32Tol, "multi-scale attention");
+  const int64_t T = 32;
+  for (const int64_t NH : {4, 5}) {
+    const int64_t C = 8 * NH;
+    torch::nn::Sequential seq(nn::LayerNorm(C), nn::MultiScaleAttention(C, NH, std::vector<int64_t>{4, 8}));
+    seq->eval();
+    compress::TraceHints hints;
+    hints.sample_shape = {T, C}, hints.heads = NH, hints.seq_len = T;
+    const auto x = at::randn({2, T, C});
+    const auto e = export_and_run(compress::trace(*seq.ptr(), hints), nullptr, x, "msa" + std::to_string(NH), false);
+    expect_close(e.ort, seq->forward(x), kFp32Tol, kFp32Tol, "multi-scale attention, NH=" + std::to_string(NH));
+  }
 }
 
 // int8 (QDQ): ONNX Runtime computes each layer in float on the dequantised values (or fuses the

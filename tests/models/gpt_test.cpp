@@ -217,7 +217,9 @@ TEST(Gpt, RejectsBadShapesWithTheConfigKey) {
   o.attention.type = "sparse";
   EXPECT_NE(usage_error([&] { GPT g(o); }).find("xtrain.model.attention.type"), std::string::npos);
   o.attention.type = "multiscale";
-  o.attention.windows = {8, 16, 32};  // 4 heads cannot split into 3 groups
+  o.attention.windows = {8, 16, 32};  // 4 heads split 2, 1, 1 (the README's multi-scale example)
+  EXPECT_NO_THROW(GPT ok(o));
+  o.attention.windows = {2, 4, 8, 16, 32};  // a window without a head
   const auto groups = usage_error([&] { GPT g(o); });
   EXPECT_NE(groups.find("heads (4)"), std::string::npos) << groups;
   EXPECT_NE(groups.find("xtrain.model.attention.windows"), std::string::npos) << groups;

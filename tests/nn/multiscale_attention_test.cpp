@@ -92,7 +92,8 @@ TEST(MultiScaleAttention, BadArgumentsNameTheArgument) {
     }
     return "no UsageError";
   };
-  EXPECT_NE(message([] { MultiScaleAttention(32, 4, {8, 16, 32}); }).find("heads (4)"), std::string::npos);
+  EXPECT_NE(message([] { MultiScaleAttention(32, 4, {2, 4, 8, 16, 32}); }).find("heads (4)"), std::string::npos);
+  EXPECT_NO_THROW(MultiScaleAttention(32, 4, {8, 16, 32}));  // groups of 2, 1, 1 heads
   EXPECT_NE(message([] { MultiScaleAttention(32, 4, {0, 8}); }).find("windows[0] = 0"), std::string::npos);
   EXPECT_NE(message([] { MultiScaleAttention(30, 4, {8}); }).find("d_model (30)"), std::string::npos);
   EXPECT_NE(message([] { MultiScaleAttention(32, 4, {8}, true, 1.0); }).find("dropout"), std::string::npos);
@@ -120,7 +121,7 @@ TEST(MakeAttention, BuildsWhatTheConfigAsks) {
   const auto x = at::randn({2, 20, 32});
   EXPECT_EQ(ms.forward(x).sizes(), x.sizes());
   EXPECT_EQ(flash.forward(x).sizes(), x.sizes());
-  o.windows = {8, 16, 32};
+  o.windows = {2, 4, 8, 16, 32};  // 5 windows, 4 heads
   try {
     make_attention(32, 4, 64, 0.0, o);
     FAIL() << "no UsageError";

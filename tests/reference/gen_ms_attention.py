@@ -5,7 +5,8 @@ them, pooled levels as explicit segment means, one masked softmax, autograd for 
 Also plain dense attention (causal and bidirectional) for the dense reference.
 
 Writes tests/reference/fixtures/ms_attention.pt: for each case "<name>/q|k|v|dout|out|dq|dk|dv"
-and "<name>/meta" = [causal, B, NH, T, HS, window_1, ..., window_S] (no windows: dense).
+and "<name>/meta" = [causal, B, NH, T, HS, window_1, ..., window_S] (no windows: dense). The
+heads are split over the windows as the page's "Shapes and parameters" says (numpy's array_split).
 Run with Debian's interpreter: /usr/bin/python3 tests/reference/gen_ms_attention.py
 """
 import math
@@ -69,7 +70,12 @@ def ms_attention(q, k, v, windows, causal):
     index = {r: j for j, r in enumerate(rows)}
     sizes = torch.tensor([min((m + 1) * 2**l, n) - m * 2**l for l, m in rows], dtype=q.dtype)
     kp, vp = pooled(k, rows), pooled(v, rows)
-    per = H // len(windows)
+    # Heads split into len(windows) consecutive groups as evenly as possible (numpy's array_split:
+    # the first H mod S groups get one head more); a window without a head is an error.
+    S = len(windows)
+    assert H >= S, f"{H} heads cannot cover {S} windows"
+    sizes_per_group = [H // S + (1 if g < H % S else 0) for g in range(S)]
+    starts = [sum(sizes_per_group[:g]) for g in range(S)]
     outs = []
     for g, w in enumerate(windows):
         mask = torch.zeros(n, len(rows), dtype=torch.bool)
@@ -77,7 +83,7 @@ def ms_attention(q, k, v, windows, causal):
             seen = causal_segments(i, w) if causal else bidirectional_segments(i, n, w)
             for r in seen:
                 mask[i, index[r]] = True
-        h = slice(g * per, (g + 1) * per)
+        h = slice(starts[g], starts[g] + sizes_per_group[g])
         scores = q[:, h] @ kp[:, h].transpose(-2, -1) / math.sqrt(d) + sizes.log()
         p = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
         outs.append(p @ vp[:, h])
@@ -104,6 +110,11 @@ CASES = [
     ("n100_bidir", False, 1, 2, 100, 4, [7, 16]),
     ("dense_causal", True, 2, 2, 9, 4, []),
     ("dense_bidir", False, 2, 2, 9, 4, []),
+    # Head counts that do not divide the number of windows (groups of 2, 1, 1 and 3, 2).
+    ("h4_w3_causal", True, 2, 4, 37, 4, [2, 4, 8]),
+    ("h4_w3_bidir", False, 1, 4, 37, 4, [2, 4, 8]),
+    ("h5_w2_causal", True, 1, 5, 29, 3, [2, 5]),
+    ("h5_w2_bidir", False, 2, 5, 29, 3, [3, 6]),
 ]
 
 

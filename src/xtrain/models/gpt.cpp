@@ -10,6 +10,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/kernels/activation.h"
 #include "xtrain/kernels/linear.h"
+#include "xtrain/kernels/ms_attention/windows.h"
 
 namespace xtrain::models {
 
@@ -22,6 +23,10 @@ void check_options(const ModelOptions& o) {
   XTRAIN_USAGE_CHECK(o.vocab > 0, "models: xtrain.model.vocab must be > 0, got ", o.vocab);
   XTRAIN_USAGE_CHECK(o.dropout >= 0 && o.dropout < 1, "models: xtrain.model.dropout must be in [0, 1), got ",
                      o.dropout);
+  XTRAIN_USAGE_CHECK(o.heads > 0 && o.d_model % o.heads == 0, "models: xtrain.model.heads (", o.heads,
+                     ") must be > 0 and divide xtrain.model.d_model (", o.d_model, ")");
+  // Multi-scale: heads split over the windows as evenly as possible; at least one head per window.
+  if (o.attention.type == "multiscale") kernels::ms_attention::check_windows(o.heads, o.attention.windows);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {

@@ -14,7 +14,7 @@ struct AttentionOptions {
   template <class V>
   void visit(V& v) {
     v.choice("type", type, {"dense", "multiscale"}, "attention algorithm");
-    v("windows", windows, "multiscale: window sizes; heads are split evenly among them");
+    v("windows", windows, "multiscale: window sizes; heads are split among them as evenly as possible");
     v("kernel", kernel, "kernel name from the registry, or auto (fastest that supports the call)");
   }
 };

@@ -20,7 +20,8 @@ namespace xtrain::nn {
 
 class MultiScaleAttentionImpl : public torch::nn::Module {
  public:
-  // embed_dim (C) must be a multiple of num_heads (NH), and NH of windows.size(); windows >= 1;
+  // embed_dim (C) must be a multiple of num_heads (NH), NH >= windows.size() (heads split as evenly
+  // as possible, kernels/ms_attention/windows.h); windows >= 1;
   // dropout in [0, 1) (on the attention weights and on the output, training only, as GPT-2).
   // UsageError naming the argument and its value otherwise.
   MultiScaleAttentionImpl(int64_t embed_dim, int64_t num_heads, std::vector<int64_t> windows = {8, 16, 32},

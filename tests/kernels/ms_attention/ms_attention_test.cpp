@@ -20,6 +20,7 @@
 #include "xtrain/kernels/ms_attention/ms_attention_cpu.h"
 #include "xtrain/kernels/ms_attention/ms_rules.h"
 #include "xtrain/kernels/ms_attention/reference.h"
+#include "xtrain/kernels/ms_attention/windows.h"
 
 namespace xtrain::kernels::ms_attention {
 namespace {
@@ -65,6 +66,32 @@ TEST(MsRules, CausalQuerySeesAtMostWPlusOnePerLevel) {
   }
 }
 
+// The design page's split (numpy's array_split), written out: consecutive groups, the first NH mod S
+// one head larger; its example 8 heads over [8, 16, 32] is 3, 3, 2.
+TEST(MsWindows, HeadsSplitAsEvenlyAsPossible) {
+  const auto sizes = [](int64_t NH, int64_t S) {
+    std::vector<int64_t> out(static_cast<size_t>(S), 0);
+    for (int64_t h = 0; h < NH; ++h) {
+      const int64_t g = group_of_head(h, NH, S);
+      EXPECT_TRUE(h >= group_begin(g, NH, S) && h < group_begin(g + 1, NH, S)) << NH << "/" << S << " h=" << h;
+      ++out[static_cast<size_t>(g)];
+    }
+    EXPECT_EQ(group_begin(S, NH, S), NH);
+    return out;
+  };
+  EXPECT_EQ(sizes(8, 3), (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_EQ(sizes(4, 3), (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(sizes(5, 2), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(sizes(3, 3), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(sizes(6, 3), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(sizes(7, 4), (std::vector<int64_t>{2, 2, 2, 1}));
+  EXPECT_EQ(window_of_head(1, 4, {8, 16, 32}), 8);
+  EXPECT_EQ(window_of_head(2, 4, {8, 16, 32}), 16);
+  EXPECT_EQ(window_of_head(3, 4, {8, 16, 32}), 32);
+  EXPECT_NO_THROW(check_windows(4, {8, 16, 32}));
+  EXPECT_THROW(check_windows(2, {8, 16, 32}), UsageError);
+}
+
 struct Case {
   std::string name;
   bool causal;
@@ -98,7 +125,7 @@ std::vector<Case> fixture_cases(bool multiscale) {
 
 TEST(MsReference, MatchesPyTorchFixture) {
   const auto cases = fixture_cases(true);
-  ASSERT_EQ(cases.size(), 8u);
+  ASSERT_EQ(cases.size(), 12u);  // 4 of them with heads not a multiple of the number of windows
   for (const auto& c : cases) {
     const auto got = run_with_grads(
         [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -159,6 +186,24 @@ TEST(MsFusedCpu, Float32MatchesReference) {
         expect_result(as_double(fused(q, k, v, dout, windows, causal)), reference_f64(q, k, v, dout, windows, causal),
                       1e-5, what);
       }
+    }
+  }
+}
+
+// Head counts that are not a multiple of the number of windows, windows short against n so every
+// group's window changes the result: the README's default (4 heads over [8, 16, 32]), 5 over 2,
+// one head per window.
+TEST(MsFusedCpu, UnevenHeadSplitsMatchReference) {
+  torch::manual_seed(9);
+  const std::vector<std::pair<int64_t, std::vector<int64_t>>> splits = {{4, {8, 16, 32}}, {5, {3, 7}}, {3, {2, 5, 9}}};
+  for (const auto& [NH, windows] : splits) {
+    for (bool causal : {true, false}) {
+      const auto q = at::randn({2, NH, 300, 16}), k = at::randn({2, NH, 300, 16}), v = at::randn({2, NH, 300, 16});
+      const auto dout = at::randn({2, NH, 300, 16});
+      const std::string what = "NH=" + std::to_string(NH) + " S=" + std::to_string(windows.size()) +
+                               (causal ? " causal" : " bidir");
+      expect_result(as_double(fused(q, k, v, dout, windows, causal)), reference_f64(q, k, v, dout, windows, causal),
+                    1e-5, what);
     }
   }
 }
@@ -226,10 +271,17 @@ TEST(MsFusedCpu, GradcheckFloat64) {
     int64_t n;
     std::vector<int64_t> windows;
     bool causal;
+    int64_t NH;
   };
-  // n = 1, n < w, n not a multiple of any window, two windows, both directions.
-  for (const auto& s : std::vector<Shape>{{1, {4}, true}, {3, {4}, false}, {11, {2, 3}, true}, {11, {3, 2}, false}}) {
-    const int64_t NH = static_cast<int64_t>(s.windows.size());
+  // n = 1, n < w, n not a multiple of any window, two windows, both directions; 3 heads over 2
+  // windows and 4 over 3 (uneven groups).
+  for (const auto& s : std::vector<Shape>{{1, {4}, true, 1},
+                                          {3, {4}, false, 1},
+                                          {11, {2, 3}, true, 2},
+                                          {11, {3, 2}, false, 2},
+                                          {11, {2, 3}, true, 3},
+                                          {9, {1, 2, 4}, false, 4}}) {
+    const int64_t NH = s.NH;
     const auto opts = at::TensorOptions().dtype(at::kDouble);
     const auto q = at::randn({1, NH, s.n, 3}, opts), k = at::randn({1, NH, s.n, 3}, opts);
     const auto v = at::randn({1, NH, s.n, 3}, opts);
@@ -286,7 +338,8 @@ TEST(MsFusedCpu, BadArgumentsNameTheArgument) {
       for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
     }
   };
-  expect_error([&] { ms_attention_cpu(x, x, x, {8, 16, 32}, true); }, {"heads (4)", "[8, 16, 32]", "windows"});
+  expect_error([&] { ms_attention_cpu(x, x, x, {1, 2, 3, 4, 5}, true); },
+               {"heads (4)", "[1, 2, 3, 4, 5]", "xtrain.model.heads", "xtrain.model.attention.windows"});
   expect_error([&] { ms_attention_cpu(x, x, x, {8, 0}, true); }, {"windows[1] = 0", "xtrain.model.attention.windows"});
   expect_error([&] { ms_attention_cpu(x, x, x, {}, true); }, {"at least one window"});
   expect_error([&] { ms_attention_cpu(x.select(0, 0), x.select(0, 0), x.select(0, 0), {8}, true); },

@@ -12,6 +12,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/export/onnx/emitters.h"
 #include "xtrain/kernels/ms_attention/reference.h"
+#include "xtrain/kernels/ms_attention/windows.h"
 
 namespace xtrain::onnx_export {
 
@@ -23,10 +24,10 @@ std::pair<at::Tensor, at::Tensor> multiscale_tables(int64_t T, int64_t NH, const
   namespace ms = kernels::ms_attention;
   const auto P = ms::pool_levels_reference(at::eye(T, at::kDouble)).to(at::kFloat).contiguous();  // [R, T]
   const auto log_size = ms::row_log_sizes(T, at::empty({0}, at::kFloat));
-  const int64_t per_group = NH / static_cast<int64_t>(windows.size());
+  ms::check_windows(NH, windows);
   std::vector<at::Tensor> heads;
   for (int64_t h = 0; h < NH; ++h) {
-    const auto visible = ms::visibility_mask(T, windows[h / per_group], causal);  // [T, R]
+    const auto visible = ms::visibility_mask(T, ms::window_of_head(h, NH, windows), causal);  // [T, R]
     heads.push_back(at::where(visible, log_size.expand({T, log_size.size(0)}),
                               at::full({}, -std::numeric_limits<float>::infinity(), at::kFloat)));
   }

@@ -23,7 +23,7 @@ struct AttentionCall {
   c10::ScalarType dtype = c10::ScalarType::Float;
   c10::Device device = c10::Device(c10::kCPU);
   bool causal = true;
-  std::vector<int64_t> windows;  // multi-scale windows (heads split evenly among them); empty: dense
+  std::vector<int64_t> windows;  // multi-scale windows (heads split as evenly as possible); empty: dense
   double dropout = 0.0;          // on the attention weights; 0 outside training
   bool multiscale() const { return !windows.empty(); }
 };

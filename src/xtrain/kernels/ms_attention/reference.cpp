@@ -67,12 +67,13 @@ at::Tensor ms_attention_reference(const at::Tensor& q, const at::Tensor& k, cons
   check_windows(NH, windows);
   const auto kp = pool_levels_reference(k), vp = pool_levels_reference(v);  // [B, NH, rows, d]
   const auto bias = row_log_sizes(T, q);
-  const int64_t per_group = NH / static_cast<int64_t>(windows.size());
+  const auto S = static_cast<int64_t>(windows.size());
   at::Tensor drop;
   if (dropout_p > 0) drop = attention::dropout_factors(B, NH, T, total_rows(T), dropout_p, seed, q);
   std::vector<at::Tensor> outs;
   for (size_t g = 0; g < windows.size(); ++g) {
-    const int64_t h0 = static_cast<int64_t>(g) * per_group;
+    const int64_t h0 = group_begin(static_cast<int64_t>(g), NH, S);
+    const int64_t per_group = group_begin(static_cast<int64_t>(g) + 1, NH, S) - h0;  // array_split sizes
     const auto hidden = visibility_mask(T, windows[g], causal).logical_not().to(q.device());
     auto scores = at::matmul(q.narrow(1, h0, per_group), kp.narrow(1, h0, per_group).transpose(-2, -1)) *
                       (1.0 / std::sqrt(static_cast<double>(d))) +

@@ -25,8 +25,9 @@ void check_windows(int64_t NH, const std::vector<int64_t>& windows) {
                        " in ", list(windows), " (xtrain.model.attention.windows)");
   }
   const auto S = static_cast<int64_t>(windows.size());
-  XTRAIN_USAGE_CHECK(NH > 0 && NH % S == 0, "attention: heads (", NH, ") must be a multiple of the number of windows (",
-                     S, " in ", list(windows), ") (xtrain.model.heads, xtrain.model.attention.windows)");
+  XTRAIN_USAGE_CHECK(NH >= S, "attention: heads (", NH, ") must be at least the number of windows (", S, " in ",
+                     list(windows), "): every window needs a head; raise xtrain.model.heads or list fewer ",
+                     "xtrain.model.attention.windows");
 }
 
 }  // namespace xtrain::kernels::ms_attention

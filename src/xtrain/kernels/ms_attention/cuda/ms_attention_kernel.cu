@@ -11,6 +11,7 @@
 
 #include "xtrain/kernels/attention/dropout_hash.h"
 #include "xtrain/kernels/ms_attention/ms_rules.h"
+#include "xtrain/kernels/ms_attention/windows.h"
 
 namespace xtrain::kernels::ms_attention::cuda {
 
@@ -39,7 +40,7 @@ __device__ __forceinline__ float warp_sum(float x) {
 }
 
 __device__ __forceinline__ int64_t window_of(const Problem& p, int64_t h) {
-  return p.windows[h / (p.NH / p.num_windows)];
+  return p.windows[group_of_head(h, p.NH, p.num_windows)];  // windows.h: array_split groups
 }
 
 // Calls f(row, bias) for every pooled row query i of head h sees.
@@ -239,7 +240,7 @@ cudaError_t pool_typed(const Problem& p, const T* x, Strides s, float* pooled, c
 
 bool valid(const Problem& p) {
   return p.B > 0 && p.NH > 0 && p.T > 0 && p.HS > 0 && p.HS <= kMaxHeadSize && p.num_windows > 0 &&
-         p.num_windows <= kMaxWindows && p.NH % p.num_windows == 0;
+         p.num_windows <= kMaxWindows && p.NH >= p.num_windows;
 }
 
 }  // namespace
