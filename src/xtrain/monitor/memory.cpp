@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace xtrain::monitor {
@@ -36,7 +37,8 @@ std::string memory_breakdown_line(const std::string& stage, const std::map<std::
     std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
     return std::string(buf);
   };
-  std::string line = "memory " + stage + ": rss " + mib(rss_bytes()) + " | peak " + mib(peak_rss_bytes());
+  const int64_t rss = rss_bytes();  // the peak (ru_maxrss) can trail it by rounding: never print less
+  std::string line = "memory " + stage + ": rss " + mib(rss) + " | peak " + mib(std::max(rss, peak_rss_bytes()));
   for (const auto& [name, bytes] : area_bytes) line += " | " + name + " " + mib(bytes);
   return line;
 }
