@@ -2,6 +2,10 @@
 // type, inconsistent batch triple with its equation, unsupported feature), "auto", --set overrides.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/config/batch.h"
 #include "xtrain/config/config.h"
@@ -120,11 +124,13 @@ TEST(Config, SetOverridesByDottedPath) {
 }
 
 TEST(Config, UnsupportedFeatureIsAnError) {
-  EXPECT_NE(usage_error(R"({"sparse_attention": {"enabled": true}})").find("not supported yet: sparse_attention"),
+  EXPECT_NE(usage_error(R"({"elasticity": {"enabled": true}})").find("not supported yet: elasticity.enabled"),
             std::string::npos);
   EXPECT_NE(usage_error(R"({"optimizer": {"type": "OneBitAdam"}})").find("not supported yet"), std::string::npos);
-  // Present but disabled is fine.
-  load_json(R"({"sparse_attention": {"enabled": false}})");
+  // Present but disabled is accepted, with one line saying it has no effect here.
+  const auto loaded = load_json(R"({"elasticity": {"enabled": false}})");
+  ASSERT_EQ(loaded.warnings.size(), 1u);
+  EXPECT_NE(loaded.warnings[0].find("elasticity has no effect here"), std::string::npos) << loaded.warnings[0];
 }
 
 TEST(Config, Fp16AndBf16TogetherIsAnError) {
@@ -196,6 +202,28 @@ TEST(Batch, DeepSpeedCases) {
   EXPECT_THROW(resolve_batch(std::nullopt, std::nullopt, 2, 2), UsageError);
 }
 
+// A batch key of 0 was a division by zero (SIGFPE) when another key was derived from it.
+TEST(Batch, ZeroIsAnErrorWithTheEquationNotACrash) {
+  struct Case { std::optional<int64_t> tb, mb, gas; const char* key; };
+  for (const auto& c : {Case{32, 0, std::nullopt, "train_micro_batch_size_per_gpu must be > 0, got 0"},
+                        Case{32, std::nullopt, 0, "gradient_accumulation_steps must be > 0, got 0"},
+                        Case{0, 8, std::nullopt, "train_batch_size must be > 0, got 0"},
+                        Case{32, 0, 0, "train_micro_batch_size_per_gpu must be > 0, got 0"},
+                        Case{std::nullopt, 8, -2, "gradient_accumulation_steps must be > 0, got -2"}}) {
+    try {
+      resolve_batch(c.tb, c.mb, c.gas, 2);
+      ADD_FAILURE() << "no error for " << c.key;
+    } catch (const UsageError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(c.key), std::string::npos) << m;
+      EXPECT_NE(m.find("* data-parallel size (2)"), std::string::npos) << m;
+    }
+  }
+  const auto e = usage_error(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 0})");
+  EXPECT_NE(e.find("train_batch_size (32) = train_micro_batch_size_per_gpu (0) * gradient_accumulation_steps (?)"),
+            std::string::npos) << e;
+}
+
 TEST(Batch, InconsistentTriplePrintsTheEquation) {
   try {
     resolve_batch(10, 3, std::nullopt, 1);
@@ -211,10 +239,16 @@ TEST(Batch, InconsistentTriplePrintsTheEquation) {
             std::string::npos);
 }
 
+// docs/config.md in the source tree is what `xtrain config --docs` prints now.
 TEST(Config, DocsAreUpToDate) {
   const std::string md = markdown_reference();
   EXPECT_NE(md.find("`zero_optimization.offload_optimizer.device`"), std::string::npos);
   EXPECT_NE(md.find("`optimizer.params (Lamb).max_coeff`"), std::string::npos);
+  std::ifstream in(testing::source_dir() + "/docs/config.md");
+  ASSERT_TRUE(in.good()) << testing::source_dir() << "/docs/config.md is missing";
+  std::stringstream committed;
+  committed << in.rdbuf();
+  EXPECT_EQ(md, committed.str()) << "docs/config.md is stale: regenerate with `build/xtrain config --docs > docs/config.md`";
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "xtrain/base/did_you_mean.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <tuple>
 
 namespace xtrain {
 
@@ -22,19 +24,44 @@ int edit_distance(const std::string& a, const std::string& b) {
   return d[n][m];
 }
 
+namespace {
+
+char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+
+// Characters the two names share, counted with multiplicity (case-insensitive).
+int shared_characters(const std::string& a, const std::string& b) {
+  std::array<int, 256> count{};
+  for (char c : a) ++count[static_cast<unsigned char>(lower(c))];
+  int shared = 0;
+  for (char c : b) {
+    if (count[static_cast<unsigned char>(lower(c))]-- > 0) ++shared;
+  }
+  return shared;
+}
+
+int common_prefix(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && lower(a[n]) == lower(b[n])) ++n;
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
 std::optional<std::string> closest_match(const std::string& name,
                                          const std::vector<std::string>& candidates) {
+  // Among the nearest candidates, the one that keeps more of the typed letters, then the one that
+  // starts the same way: "bfp16" is an extra letter in "bf16", not in "fp16"; "fb16" swaps bf16's.
   std::optional<std::string> best;
-  int best_distance = 1 << 30;
+  std::tuple<int, int, int> best_rank{1 << 30, 0, 0};
   for (const auto& c : candidates) {
-    const int dist = edit_distance(name, c);
-    if (dist < best_distance) {
-      best_distance = dist;
+    const std::tuple<int, int, int> rank{edit_distance(name, c), -shared_characters(name, c), -common_prefix(name, c)};
+    if (rank < best_rank) {
+      best_rank = rank;
       best = c;
     }
   }
   const int allowed = std::max<int>(1, static_cast<int>(name.size()) / 3);
-  if (best && best_distance <= allowed) return best;
+  if (best && std::get<0>(best_rank) <= allowed) return best;
   return std::nullopt;
 }
 

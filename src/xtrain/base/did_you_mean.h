@@ -11,7 +11,8 @@ namespace xtrain {
 int edit_distance(const std::string& a, const std::string& b);
 
 // The candidate closest to `name` if it is plausibly a typo of it (distance <= max(1, len/3)),
-// else nullopt.
+// else nullopt. Ties go to the candidate sharing more of name's characters, then the longer common
+// prefix, then the earlier candidate.
 std::optional<std::string> closest_match(const std::string& name,
                                          const std::vector<std::string>& candidates);
 

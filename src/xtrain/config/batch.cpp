@@ -3,6 +3,25 @@
 #include "xtrain/base/error.h"
 
 namespace xtrain::config {
+namespace {
+
+std::string shown(std::optional<int64_t> v) { return v ? std::to_string(*v) : std::string("?"); }
+
+// DeepSpeed asserts each given value > 0 ("... has to be greater than 0"); checked before any value
+// divides another, with the equation as far as it is known.
+void check_given(std::optional<int64_t> tb, std::optional<int64_t> mb, std::optional<int64_t> gas, int64_t w) {
+  const std::string equation = c10::str("train_batch_size (", shown(tb), ") = train_micro_batch_size_per_gpu (",
+                                        shown(mb), ") * gradient_accumulation_steps (", shown(gas),
+                                        ") * data-parallel size (", w, ")");
+  auto check = [&](std::optional<int64_t> v, const char* key) {
+    XTRAIN_USAGE_CHECK(!v || *v > 0, "config: ", key, " must be > 0, got ", *v, ": ", equation);
+  };
+  check(tb, "train_batch_size");
+  check(mb, "train_micro_batch_size_per_gpu");
+  check(gas, "gradient_accumulation_steps");
+}
+
+}  // namespace
 
 BatchTriple resolve_batch(std::optional<int64_t> tb, std::optional<int64_t> mb, std::optional<int64_t> gas,
                           int64_t w) {
@@ -11,6 +30,7 @@ BatchTriple resolve_batch(std::optional<int64_t> tb, std::optional<int64_t> mb, 
                      "config: give train_batch_size or train_micro_batch_size_per_gpu (or both); "
                      "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * ",
                      "data-parallel size (", w, ")");
+  check_given(tb, mb, gas, w);
   BatchTriple r;
   std::string derived;
   if (tb && mb && gas) {

@@ -7,18 +7,13 @@
 #include "xtrain/base/error.h"
 #include "xtrain/config/batch.h"
 #include "xtrain/config/config_visit.h"
+#include "xtrain/config/key_status.h"
+#include "xtrain/config/rules.h"
+#include "xtrain/config/validate.h"
 #include "xtrain/config/visitors.h"
 
 namespace xtrain::config {
 namespace {
-
-// DeepSpeed sections xtrain recognises but does not implement: present is fine, enabled is an error.
-const std::vector<std::string> kRecognisedOnly = {
-    "sparse_attention", "elasticity",   "autotuning",   "compression_training", "eigenvalue",
-    "progressive_layer_drop", "hybrid_engine", "nebula", "weight_quantization", "data_efficiency",
-    "timers", "graph_harvesting", "moe", "quantize_training", "dataloader", "sequence_parallel_size",
-    "seq_parallel_comm_data_type", "use_data_before_expert_parallelism", "vocabulary_size",
-    "disable_allgather", "zero_force_ds_cpu_optimizer"};
 
 std::pair<int, int> line_and_column(const std::string& text, size_t byte) {
   int line = 1, col = 1;
@@ -48,6 +43,9 @@ Json parse_json(const std::string& text, const std::string& origin) {
     }
     return true;
   };
+  XTRAIN_USAGE_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, "config: ", origin,
+                     ":1:1: invalid JSON: the file is empty (DeepSpeed's json.load says \"Expecting value\"); a config with "
+                     "every default is {}");
   Json j;
   try {
     j = Json::parse(text, callback, /*allow_exceptions=*/true, /*ignore_comments=*/true);
@@ -90,39 +88,29 @@ void apply_override(Json& root, const std::string& assignment) {
   (*node)[parts.back()] = parse_override_value(assignment.substr(eq + 1));
 }
 
-void pre_pass(Json& root, std::vector<std::string>& warnings) {
-  // Legacy "zero_optimization": true means stage 1.
-  if (root.contains("zero_optimization") && root["zero_optimization"].is_boolean()) {
-    const bool on = root["zero_optimization"].get<bool>();
-    root["zero_optimization"] = Json{{"stage", on ? 1 : 0}};
-    warnings.push_back("config: \"zero_optimization\": true/false is deprecated; use {\"stage\": N}");
-  }
-  for (const auto& name : kRecognisedOnly) {
-    auto it = root.find(name);
-    if (it == root.end()) continue;
-    const bool enabled = it->is_object() && it->contains("enabled") && (*it)["enabled"].is_boolean() &&
-                         (*it)["enabled"].get<bool>();
-    XTRAIN_USAGE_CHECK(!enabled, "config: not supported yet: ", name, ".enabled");
-    root.erase(it);
-  }
-}
-
-void report_unknown(const ReadReport& report, std::vector<std::string>& warnings) {
+void report_unknown(const ReadReport& report, Findings& f) {
   for (const auto& u : report.unknown) {
     const auto dot = u.path.rfind('.');
     const std::string key = dot == std::string::npos ? u.path : u.path.substr(dot + 1);
     const std::string prefix = dot == std::string::npos ? "" : u.path.substr(0, dot + 1);
     if (auto near = closest_match(key, u.siblings)) {
-      XTRAIN_USAGE_ERROR("config: unknown key '", u.path, "' (did you mean '", prefix + *near, "'?)");
+      f.errors.push_back("config: unknown key '" + u.path + "' (did you mean '" + prefix + *near + "'?)");
+      continue;
     }
+    std::string elsewhere;
     for (const auto& known : report.known_paths) {  // a known key at the wrong level
       const auto kdot = known.rfind('.');
       const std::string kkey = kdot == std::string::npos ? known : known.substr(kdot + 1);
       if (kkey == key && known != u.path) {
-        XTRAIN_USAGE_ERROR("config: '", u.path, "' is not a key at this level (did you mean '", known, "'?)");
+        elsewhere = known;
+        break;
       }
     }
-    warnings.push_back("config: ignoring unknown key '" + u.path + "'");
+    if (!elsewhere.empty()) {
+      f.errors.push_back("config: '" + u.path + "' is not a key at this level (did you mean '" + elsewhere + "'?)");
+    } else {
+      f.warnings.push_back("config: ignoring unknown key '" + u.path + "'");
+    }
   }
 }
 
@@ -154,50 +142,6 @@ void resolve(Config& c, const LoadOptions& options, std::vector<std::string>& no
     (s.type == "WarmupDecayLR" ? s.warmup.total_num_steps : s.cosine.total_num_steps) = c.trainer.steps;
     notes.push_back(c10::str("scheduler.params.total_num_steps = ", c.trainer.steps, " (from xtrain.steps)"));
   }
-}
-
-void validate(const Config& c) {
-  XTRAIN_USAGE_CHECK(!(c.fp16.enabled && c.bf16.enabled),
-                     "config: fp16.enabled and bf16.enabled are both true; choose one (bf16 needs no loss scaling)");
-  XTRAIN_USAGE_CHECK(c.zero_optimization.stage >= 0 && c.zero_optimization.stage <= 3,
-                     "config: zero_optimization.stage must be 0, 1, 2 or 3, got ", c.zero_optimization.stage);
-  XTRAIN_USAGE_CHECK(c.engine.gradient_clipping >= 0, "config: gradient_clipping must be >= 0, got ",
-                     c.engine.gradient_clipping);
-  XTRAIN_USAGE_CHECK(c.engine.steps_per_print > 0, "config: steps_per_print must be > 0, got ",
-                     c.engine.steps_per_print);
-  const auto& o = c.optimizer;
-  const auto& betas = o.type == "Lamb" ? o.lamb.betas : o.adam.betas;
-  XTRAIN_USAGE_CHECK(betas.size() == 2, "config: optimizer.params.betas must hold 2 numbers, got ", betas.size());
-  for (double b : betas) XTRAIN_USAGE_CHECK(b >= 0 && b < 1, "config: optimizer.params.betas must be in [0, 1), got ", b);
-  XTRAIN_USAGE_CHECK(o.lr() >= 0, "config: optimizer.params.lr must be >= 0, got ", o.lr());
-  XTRAIN_USAGE_CHECK(o.weight_decay() >= 0, "config: optimizer.params.weight_decay must be >= 0, got ", o.weight_decay());
-  if (o.type == "SGD") {
-    XTRAIN_USAGE_CHECK(!o.sgd.nesterov || (o.sgd.momentum > 0 && o.sgd.dampening == 0),
-                       "config: optimizer.params.nesterov needs momentum > 0 and dampening = 0");
-  }
-  if (o.type == "Lamb") {
-    XTRAIN_USAGE_CHECK(o.lamb.min_coeff <= o.lamb.max_coeff, "config: optimizer.params.min_coeff (", o.lamb.min_coeff,
-                       ") must be <= max_coeff (", o.lamb.max_coeff, ")");
-  }
-  XTRAIN_USAGE_CHECK(!(o.type != "Lamb" && o.type != "SGD" && o.adam.amsgrad),
-                     "config: not supported yet: optimizer.params.amsgrad");
-  const auto& s = c.scheduler;
-  if (s.type == "OneCycle") {
-    XTRAIN_USAGE_CHECK(s.one_cycle.cycle_min_lr >= 0 && s.one_cycle.cycle_max_lr >= 0,
-                       "config: scheduler.params.cycle_min_lr and cycle_max_lr are required for OneCycle");
-  }
-  if (s.type == "WarmupLR" || s.type == "WarmupDecayLR") {
-    XTRAIN_USAGE_CHECK(s.warmup.warmup_num_steps >= 0, "config: scheduler.params.warmup_num_steps must be >= 0");
-  }
-  const auto& t = c.trainer;
-  XTRAIN_USAGE_CHECK(t.steps > 0, "config: xtrain.steps must be > 0, got ", t.steps);
-  XTRAIN_USAGE_CHECK(t.eval_interval >= 0, "config: xtrain.eval_interval must be >= 0, got ", t.eval_interval);
-  XTRAIN_USAGE_CHECK(t.save_interval >= -1, "config: xtrain.save_interval must be >= -1, got ", t.save_interval);
-  XTRAIN_USAGE_CHECK(t.keep_checkpoints >= 0, "config: xtrain.keep_checkpoints must be >= 0, got ", t.keep_checkpoints);
-  XTRAIN_USAGE_CHECK(c.model.dropout >= 0 && c.model.dropout < 1, "config: xtrain.model.dropout must be in [0, 1), got ",
-                     c.model.dropout);
-  XTRAIN_USAGE_CHECK(c.data.val_fraction > 0 && c.data.val_fraction < 1,
-                     "config: xtrain.data.val_fraction must be in (0, 1), got ", c.data.val_fraction);
 }
 
 }  // namespace
@@ -235,44 +179,59 @@ std::string normalise_scheduler_type(const std::string& type) {
                      "LRRangeTest, Adaptive, got \"", type, "\"", did_you_mean_suffix(type, ours));
 }
 
-std::vector<std::string> unsupported_features(const Config& c) {
-  std::vector<std::string> out;
-  auto add = [&](bool on, const char* key) {
-    if (on) out.emplace_back(key);
-  };
-  add(c.fp16.fp16_master_weights_and_grads, "fp16.fp16_master_weights_and_grads");
-  add(c.zero_optimization.zero_quantized_weights || c.zero_optimization.zero_quantized_gradients ||
-          c.zero_optimization.zero_quantized_nontrainable_weights || c.zero_optimization.zero_hpz_partition_size > 1,
-      "zero_optimization.zero_quantized_* (ZeRO++)");
-  add(c.zero_optimization.mics_shard_size > 0, "zero_optimization.mics_shard_size");
-  add(c.wandb.enabled, "wandb.enabled");
-  add(c.comet.enabled, "comet.enabled");
-  add(c.comms_logger.enabled, "comms_logger.enabled");
-  add(c.engine.sparse_gradients, "sparse_gradients");
-  return out;
+namespace {
+
+// Throws one UsageError listing every problem found, each naming its key.
+void throw_if_any(const std::vector<std::string>& errors, const std::string& origin) {
+  if (errors.empty()) return;
+  if (errors.size() == 1) throw UsageError(errors.front());
+  std::string m = c10::str("config: ", origin, " has ", errors.size(), " errors:");
+  for (const auto& e : errors) m += "\n  " + e;
+  throw UsageError(m);
 }
 
-Loaded load_text(const std::string& text, const LoadOptions& options, const std::string& origin) {
-  Loaded out;
-  Json root = text.empty() ? Json::object() : parse_json(text, origin);
-  for (const auto& o : options.overrides) apply_override(root, o);
-  pre_pass(root, out.warnings);
+// Reads the JSON into the typed config; errors join f.errors instead of stopping at the first.
+void read(Json& root, Config& config, Findings& f) {
+  const FileFacts facts = before_visit(root, f);
   ReadReport report;
+  report.null_defaults = null_default_keys();
   JsonReader reader(root, "", &report);
-  out.config.visit(reader);
-  reader.finish();
-  for (auto& w : report.warnings) out.warnings.push_back(w);
-  report_unknown(report, out.warnings);
-  for (const auto& [path, how] : report.auto_resolved) out.notes.push_back(path + " = auto -> " + how);
-  resolve(out.config, options, out.notes);
-  validate(out.config);
-  const auto missing = unsupported_features(out.config);
-  XTRAIN_USAGE_CHECK(missing.empty(), "config: not supported yet: ", missing.front());
+  try {
+    config.visit(reader);
+    reader.finish();
+  } catch (const std::runtime_error& e) {  // a type name the visit itself rejects
+    report.errors.emplace_back(e.what());
+  }
+  f.errors.insert(f.errors.end(), report.errors.begin(), report.errors.end());
+  f.warnings.insert(f.warnings.end(), report.warnings.begin(), report.warnings.end());
+  report_unknown(report, f);
+  apply_key_statuses(report.present, key_rows(), f);
+  for (const auto& [path, how] : report.auto_resolved) f.notes.push_back(path + " = auto -> " + how);
+  after_visit(config, facts, f);
+}
+
+}  // namespace
+
+Loaded load_text(const std::string& text, const LoadOptions& options, const std::string& origin) {
+  Json root = parse_json(text, origin);
+  for (const auto& o : options.overrides) apply_override(root, o);
+  Findings f;
+  Loaded out;
+  read(root, out.config, f);
+  try {
+    resolve(out.config, options, f.notes);
+  } catch (const UsageError& e) {
+    f.errors.emplace_back(e.what());
+  }
+  validate(out.config, f.errors);
+  throw_if_any(f.errors, origin);
+  out.warnings = std::move(f.warnings);
+  out.notes = std::move(f.notes);
   return out;
 }
 
 Loaded load(const std::string& path, const LoadOptions& options) {
-  if (path.empty()) return load_text("", options, "<defaults>");
+  if (path.empty()) return load_text("{}", options, "<defaults>");
   std::ifstream in(path);
   XTRAIN_USAGE_CHECK(in.good(), "config: cannot read '", path, "' (does the file exist? examples are in configs/)");
   std::stringstream ss;
@@ -289,21 +248,61 @@ std::string to_json(const Config& config, int indent) {
   return out.dump(indent);
 }
 
-std::string markdown_reference() {
+std::vector<KeyRow> key_rows() {
   Config c;
-  std::vector<std::string> rows;
+  std::vector<KeyRow> rows;
   DocWriter writer("", &rows);
   c.visit(writer);
-  std::string md =
-      "# Configuration reference\n\n"
-      "Generated by `xtrain config --docs` from the options each area declares; do not edit by hand.\n\n"
-      "xtrain reads DeepSpeed's `ds_config.json`: DeepSpeed's keys keep DeepSpeed's names, defaults and meaning.\n"
-      "Keys DeepSpeed does not have live under `\"xtrain\"`, except the top-level `tf32` section; their descriptions\n"
-      "start with \"xtrain:\". `\"auto\"` takes the default (the batch triple is derived). A key close to a known one is\n"
-      "an error naming the right key; other unknown keys are ignored with a warning. Enabling a DeepSpeed feature\n"
-      "xtrain does not implement yet is an error (\"not supported yet: <key>\").\n\n"
-      "| key | type | default | meaning |\n|---|---|---|---|\n";
-  for (const auto& r : rows) md += r + "\n";
+  return rows;
+}
+
+namespace {
+
+std::string status_cell(const KeyRow& r) {
+  const KeyStatus* s = find_key_status(r.key);
+  if (!s) return "";
+  if (s->state == KeyState::honoured) return "honoured";
+  if (s->state == KeyState::refused) return std::string("refused: not supported yet") + (*s->detail ? std::string(" (") + s->detail + ")" : "");
+  return std::string("no effect here: ") + s->detail;
+}
+
+const char* const kPreamble =
+    "# Configuration reference\n\n"
+    "Generated by `xtrain config --docs` from the options each area declares; do not edit by hand.\n\n"
+    "xtrain reads DeepSpeed's `ds_config.json`: DeepSpeed's keys keep DeepSpeed's names, defaults and meaning\n"
+    "(as of DeepSpeed 0.16). Keys DeepSpeed does not have live under `\"xtrain\"`, except\n"
+    "the top-level `tf32` section; their descriptions start with \"xtrain:\". `\"auto\"` takes the default (the batch\n"
+    "triple is derived); `null` does too where DeepSpeed's default is null. A key close to a known one is an error\n"
+    "naming the right key; other unknown keys are ignored with a warning, as DeepSpeed ignores them. Every error in a\n"
+    "file is reported at once.\n\n"
+    "Nothing is silently ignored. The status column says what happens to each key: *honoured* (a test fails if it\n"
+    "is dropped: `src/xtrain/config/key_status.cpp` names it), *refused* (a value other than the default is the\n"
+    "error \"not supported yet: <key>\"), or *no effect here* (the key cannot matter on this build; a file that sets\n"
+    "it to a value other than the default gets one start-up line saying so and why).\n\n"
+    "| key | type | default | meaning | status |\n|---|---|---|---|---|\n";
+
+}  // namespace
+
+std::string markdown_reference() {
+  std::string md = kPreamble;
+  for (const auto& r : key_rows()) {
+    const std::string def = r.alias ? "" : "`" + r.default_text + "`";
+    md += "| `" + r.key + "` | " + r.type + " | " + def + " | " + r.doc + " | " + status_cell(r) + " |\n";
+  }
+  md += "\n## DeepSpeed sections and keys read only to be reported\n\n"
+        "DeepSpeed features xtrain does not implement. A section whose `enabled` is true (or a key set to a value\n"
+        "that would change training) is refused as \"not supported yet\"; otherwise the file gets one line saying\n"
+        "the key has no effect here.\n\n"
+        "| key | refused when | why |\n|---|---|---|\n";
+  for (const auto& k : recognised_keys()) {
+    const std::string when = k.refuse_when;
+    const std::string shown = when == "enabled" ? "`enabled` is true" : when == "present" ? "present" : when == "!=1" ? "not 1" : "never";
+    md += std::string("| `") + k.key + "` | " + shown + " | " + k.reason + " |\n";
+  }
+  md += "\nDeepSpeed 0.16's fp16 quirk is kept: with `fp16.enabled` and a block that names none of\n"
+        "`initial_scale_power`, `loss_scale_window`, `min_loss_scale`, `hysteresis`, `consecutive_hysteresis`, the dynamic\n"
+        "scaler starts at 2^32 with hysteresis 1 under ZeRO (2^16, hysteresis 1 at stage 0). DeepSpeed 0.17.1 and later\n"
+        "always use the documented defaults and refuse extra keys in `bf16`; xtrain accepts those with a warning.\n";
   return md;
 }
 

@@ -70,17 +70,15 @@ struct Loaded {
   std::vector<std::string> notes;  // "auto" resolutions and derived values, for printing
 };
 
-// Reads a file (comments allowed; duplicate keys rejected). path "" = all defaults.
+// Reads a file (comments allowed; duplicate keys rejected; an empty file is invalid JSON, as in
+// DeepSpeed). path "" = all defaults. Every error in the file is reported in one UsageError.
 Loaded load(const std::string& path, const LoadOptions& options);
 // The same from JSON text (tests, tune).
 Loaded load_text(const std::string& text, const LoadOptions& options, const std::string& origin = "<string>");
 
 // The resolved config, every key with its value, as DeepSpeed-format JSON.
 std::string to_json(const Config& config, int indent = 2);
-// docs/config.md, generated from the visit() lists.
+// docs/config.md, generated from the visit() lists, with each key's status (key_status.h).
 std::string markdown_reference();
-
-// Features parsed but not implemented: enabling one is an error ("not supported yet: <key>").
-std::vector<std::string> unsupported_features(const Config& config);
 
 }  // namespace xtrain::config

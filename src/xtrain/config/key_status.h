@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "xtrain/config/visitors.h"
+
 namespace xtrain::config {
 
 enum class KeyState { honoured, refused, no_effect };
@@ -28,6 +30,9 @@ const KeyStatus* find_key_status(const std::string& key);
 std::string file_key(const std::string& doc_key);
 
 const char* state_name(KeyState state);
+
+// The keys of docs/config.md in order, from the same visit that generates it (config.cpp).
+std::vector<KeyRow> key_rows();
 
 // The start-up line for a no_effect key the file sets, and the load error for a refused one.
 std::string no_effect_line(const KeyStatus& status);

@@ -28,8 +28,8 @@ std::string shown(const Json& j) {
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
 [[noreturn]] void type_error(const Json& j, const std::string& path, const char* expected) {
-  XTRAIN_USAGE_ERROR("config: ", path, " must be ", expected, ", got ", shown(j), " (",
-                     json_type_name(j), ")");
+  XTRAIN_USAGE_ERROR("config: ", path, " must be ", expected, ", got ", shown(j), " (", json_type_name(j), ")",
+                     j.is_null() ? "; null is not its DeepSpeed default: drop the key to use the default" : "");
 }
 }  // namespace
 
@@ -132,8 +132,20 @@ bool JsonReader::is_auto(const Json& j, const char* key) {
   return true;
 }
 
-void JsonReader::expect_object(const Json& j, const std::string& path) {
-  if (!j.is_object()) type_error(j, path, "an object");
+bool JsonReader::scalar(const Json* j, const char* key) {
+  if (!j || is_auto(*j, key)) return false;
+  const std::string path = join_path(path_, key);
+  if (j->is_null()) {
+    const auto& nd = report_->null_defaults;
+    if (std::find(nd.begin(), nd.end(), path) != nd.end()) return false;
+  }
+  return true;
+}
+
+bool JsonReader::expect_object(const Json& j, const std::string& path) {
+  if (j.is_object()) return true;
+  guarded([&] { type_error(j, path, "an object"); });
+  return false;
 }
 
 void JsonReader::alias(const char* old_key, const char* new_path, const char* value) {
@@ -152,7 +164,13 @@ void JsonReader::alias(const char* old_key, const char* new_path, const char* va
   Json replacement = *it;
   if (*value != '\0') {
     bool on = false;
-    read_value(*it, old_path, on);
+    try {
+      read_value(*it, old_path, on);
+    } catch (const std::runtime_error& e) {
+      report_->errors.emplace_back(e.what());
+      object_.erase(it);
+      return;
+    }
     if (!on) {
       object_.erase(it);
       report_->warnings.push_back("config: " + old_path + " is deprecated; use " + current);
@@ -163,8 +181,11 @@ void JsonReader::alias(const char* old_key, const char* new_path, const char* va
   const bool present = tail.empty()
                            ? object_.contains(head)
                            : object_.contains(head) && object_[head].is_object() && object_[head].contains(tail);
-  XTRAIN_USAGE_CHECK(!present, "config: ", old_path, " is a deprecated alias of ", current,
-                     "; give only one of them");
+  if (present) {
+    report_->errors.push_back("config: " + old_path + " is a deprecated alias of " + current + "; give only one of them");
+    object_.erase(old_key);
+    return;
+  }
   if (tail.empty()) {
     object_[head] = replacement;
   } else {
@@ -176,8 +197,10 @@ void JsonReader::alias(const char* old_key, const char* new_path, const char* va
 }
 
 void JsonReader::forbid(const char* key, const char* reason) {
-  XTRAIN_USAGE_CHECK(!object_.contains(key), "config: ", join_path(path_, key), " is not allowed: ",
-                     reason);
+  known_.emplace_back(key);
+  if (object_.contains(key)) {
+    report_->errors.push_back("config: " + join_path(path_, key) + " is not allowed: " + reason);
+  }
 }
 
 void JsonReader::finish() {
@@ -191,17 +214,28 @@ void DocWriter::choice(const char* key, std::string& member, std::initializer_li
                        const char* doc) {
   std::string type;
   for (const char* c : choices) type += (type.empty() ? "" : " \\| ") + std::string(*c ? c : "null");
-  row(key, type, member.empty() ? "null" : "\"" + member + "\"", doc);
+  // An empty choice is null in the file and in the docs; the reader and the writer hold it as "".
+  row(key, type, Json(member), doc, member.empty() ? "null" : nullptr);
+  for (const char* c : choices) rows_->back().choices.emplace_back(c);
 }
 
 void DocWriter::alias(const char* old_key, const char* new_path, const char* value) {
-  rows_->push_back("| `" + join_path(path_, old_key) + "` | deprecated | | alias of `" +
-                   join_path(path_, new_path) + "`" +
-                   (*value ? std::string(" = \"") + value + "\"" : std::string()) + " |");
+  KeyRow r;
+  r.key = join_path(path_, old_key);
+  r.type = "deprecated";
+  r.doc = "alias of `" + join_path(path_, new_path) + "`" + (*value ? std::string(" = \"") + value + "\"" : std::string());
+  r.alias = true;
+  rows_->push_back(std::move(r));
 }
 
-void DocWriter::row(const char* key, const std::string& type, const std::string& def, const char* doc) {
-  rows_->push_back("| `" + join_path(path_, key) + "` | " + type + " | `" + def + "` | " + doc + " |");
+void DocWriter::row(const char* key, const std::string& type, const Json& def, const char* doc, const char* shown) {
+  KeyRow r;
+  r.key = join_path(path_, key);
+  r.type = type;
+  r.default_value = def;
+  r.default_text = shown ? shown : def.dump();
+  r.doc = doc;
+  rows_->push_back(std::move(r));
 }
 
 }  // namespace xtrain::config

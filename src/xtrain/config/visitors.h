@@ -17,7 +17,8 @@ namespace xtrain::config {
 using Json = nlohmann::json;
 
 // What reading a config found besides values: keys resolved from "auto", keys not recognised,
-// deprecated aliases used, and every key path the schema knows (to suggest the right level).
+// deprecated aliases used, every key path the schema knows (to suggest the right level), the keys
+// the file sets, and every error (a file's errors are reported together, not only the first).
 struct ReadReport {
   std::vector<std::pair<std::string, std::string>> auto_resolved;  // path, value
   struct Unknown {
@@ -27,6 +28,21 @@ struct ReadReport {
   std::vector<Unknown> unknown;
   std::vector<std::string> warnings;
   std::vector<std::string> known_paths;
+  std::vector<std::pair<std::string, Json>> present;  // keys the file sets (not null, not "auto"), with values
+  std::vector<std::string> errors;                    // each names its key
+  std::vector<std::string> null_defaults;             // keys whose DeepSpeed default is null: null = the default
+};
+
+// One row of docs/config.md: a key the visit lists, with its default as JSON (null for "derived"
+// and null defaults) and, for choices, the allowed values.
+struct KeyRow {
+  std::string key;  // "optimizer.params (Lamb).max_coeff"
+  std::string type;
+  std::string default_text;
+  std::string doc;
+  Json default_value;
+  std::vector<std::string> choices;
+  bool alias = false;  // a deprecated alias of another key
 };
 
 std::string join_path(const std::string& prefix, const std::string& key);
@@ -58,24 +74,25 @@ class JsonReader {
     const Json* j = take(key);
     if constexpr (has_visit<T>::value) {
       // An absent section is still walked (with no keys) so its key paths are known for
-      // "did you mean" suggestions.
-      const bool present = j && !j->is_null();
-      if (present) expect_object(*j, join_path(path_, key));
+      // "did you mean" suggestions; a section that is not an object is an error, then walked empty.
+      const bool present = j && !j->is_null() && expect_object(*j, join_path(path_, key));
       JsonReader sub(present ? *j : Json::object(), join_path(path_, key), report_);
       member.visit(sub);
       sub.finish();
     } else {
-      if (!j) return;
-      if (is_auto(*j, key)) return;
-      read_value(*j, join_path(path_, key), member);
+      if (!scalar(j, key)) return;
+      if (guarded([&] { read_value(*j, join_path(path_, key), member); })) set(key, *j);
     }
   }
   void choice(const char* key, std::string& member, std::initializer_list<const char*> choices,
               const char* doc = "") {
     const Json* j = take(key);
-    if (!j || is_auto(*j, key)) return;
-    read_value(*j, join_path(path_, key), member);
-    check_choice(member, join_path(path_, key), choices);
+    if (!scalar(j, key)) return;
+    const bool ok = guarded([&] {
+      read_value(*j, join_path(path_, key), member);
+      check_choice(member, join_path(path_, key), choices);
+    });
+    if (ok) set(key, *j);
   }
   void optional(const char* key, std::optional<int64_t>& member, const char* doc = "") {
     const Json* j = take(key);
@@ -85,22 +102,28 @@ class JsonReader {
       report_->auto_resolved.emplace_back(join_path(path_, key), "derived");
       return;
     }
-    int64_t v = 0;
-    read_value(*j, join_path(path_, key), v);
-    member = v;
+    const bool ok = guarded([&] {
+      int64_t v = 0;
+      read_value(*j, join_path(path_, key), v);
+      member = v;
+    });
+    if (ok) set(key, *j);
   }
   void tristate(const char* key, int& member, const char* doc = "") {
     const Json* j = take(key);
     if (!j || j->is_null() || is_auto(*j, key)) return;
-    bool v = false;
-    read_value(*j, join_path(path_, key), v);
-    member = v ? 1 : 0;
+    const bool ok = guarded([&] {
+      bool v = false;
+      read_value(*j, join_path(path_, key), v);
+      member = v ? 1 : 0;
+    });
+    if (ok) set(key, *j);
   }
   template <class F>
   void nested(const char* key, F&& fields) {
     const Json* j = take(key);
-    JsonReader sub(j && !j->is_null() ? *j : Json::object(), join_path(path_, key), report_);
-    if (j && !j->is_null()) expect_object(*j, join_path(path_, key));
+    const bool present = j && !j->is_null() && expect_object(*j, join_path(path_, key));
+    JsonReader sub(present ? *j : Json::object(), join_path(path_, key), report_);
     fields(sub);
     sub.finish();
   }
@@ -116,7 +139,25 @@ class JsonReader {
  private:
   const Json* take(const char* key);
   bool is_auto(const Json& j, const char* key);
-  static void expect_object(const Json& j, const std::string& path);
+  // Whether a scalar key has a value to read: absent, "auto" and (where DeepSpeed's default is
+  // null) null keep the default.
+  bool scalar(const Json* j, const char* key);
+  // Records a key the file sets (read without error; null is not a setting).
+  void set(const char* key, const Json& value) {
+    if (!value.is_null()) report_->present.emplace_back(join_path(path_, key), value);
+  }
+  bool expect_object(const Json& j, const std::string& path);  // false (and an error) if not an object
+  // Runs a read; a UsageError joins the report's errors instead of stopping the visit.
+  template <class F>
+  bool guarded(F&& read) {
+    try {
+      read();
+      return true;
+    } catch (const std::runtime_error& e) {
+      report_->errors.emplace_back(e.what());
+      return false;
+    }
+  }
 
   Json object_;
   std::string path_;
@@ -163,25 +204,25 @@ class JsonWriter {
   Json* out_;
 };
 
-// Markdown rows: | key | type | default | meaning |
+// The key list (docs/config.md's rows): key, type, default, meaning.
 class DocWriter {
  public:
-  DocWriter(std::string path, std::vector<std::string>* rows) : path_(std::move(path)), rows_(rows) {}
+  DocWriter(std::string path, std::vector<KeyRow>* rows) : path_(std::move(path)), rows_(rows) {}
   template <class T>
   void operator()(const char* key, T& member, const char* doc = "") {
     if constexpr (has_visit<T>::value) {
       DocWriter sub(join_path(path_, key), rows_);
       member.visit(sub);
     } else {
-      row(key, type_name(member), Json(member).dump(), doc);
+      row(key, type_name(member), Json(member), doc);
     }
   }
   void choice(const char* key, std::string& member, std::initializer_list<const char*> choices,
               const char* doc = "");
   void optional(const char* key, std::optional<int64_t>&, const char* doc = "") {
-    row(key, "int", "derived", doc);
+    row(key, "int", Json(), doc, "derived");
   }
-  void tristate(const char* key, int&, const char* doc = "") { row(key, "bool", "null", doc); }
+  void tristate(const char* key, int&, const char* doc = "") { row(key, "bool", Json(), doc); }
   template <class F>
   void nested(const char* key, F&& fields) {
     DocWriter sub(join_path(path_, key), rows_);
@@ -193,7 +234,7 @@ class DocWriter {
   bool documenting() const { return true; }
 
  private:
-  void row(const char* key, const std::string& type, const std::string& def, const char* doc);
+  void row(const char* key, const std::string& type, const Json& def, const char* doc, const char* shown = nullptr);
   static std::string type_name(bool) { return "bool"; }
   static std::string type_name(int64_t) { return "int"; }
   static std::string type_name(int) { return "int"; }
@@ -203,7 +244,7 @@ class DocWriter {
   static std::string type_name(const std::vector<int64_t>&) { return "list of int"; }
   static std::string type_name(const std::vector<std::string>&) { return "list of string"; }
   std::string path_;
-  std::vector<std::string>* rows_;
+  std::vector<KeyRow>* rows_;
 };
 
 }  // namespace xtrain::config

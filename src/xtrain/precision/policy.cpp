@@ -25,8 +25,13 @@ PrecisionPolicy make_policy(const Fp16Options& fp16, const Bf16Options& bf16, co
     c10::ScalarType dtype = cuda ? c10::kHalf : c10::kBFloat16;
     if (amp.dtype == "bf16") dtype = c10::kBFloat16;
     if (amp.dtype == "fp16" || fp16.auto_cast) dtype = c10::kHalf;
+    // fp16.auto_cast forces fp16 whatever amp.dtype says, so amp.dtype cannot fix it.
+    XTRAIN_USAGE_CHECK(cuda || !fp16.auto_cast,
+                       "precision: fp16.auto_cast runs the forward in fp16 autocast, which needs CUDA (LibTorch has no "
+                       "fp16 matmul on CPU); on CPU use \"bf16\": {\"enabled\": true} instead of fp16, or bf16 autocast: "
+                       "\"amp\": {\"enabled\": true, \"dtype\": \"bf16\"} with fp16.enabled false (fp16.auto_cast)");
     XTRAIN_USAGE_CHECK(cuda || dtype == c10::kBFloat16,
-                       "precision: CPU autocast supports bf16 only; use amp.dtype \"bf16\" (or \"auto\")");
+                       "precision: CPU autocast supports bf16 only; use amp.dtype \"bf16\" (or \"auto\") (amp.dtype)");
     p.autocast_dtype = dtype;
     p.loss_scaling = dtype == c10::kHalf;
     return p;
