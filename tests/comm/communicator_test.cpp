@@ -8,6 +8,8 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "support/fixtures.h"
 #include "support/multiprocess.h"
 #include "xtrain/comm/communicator.h"
@@ -51,6 +53,55 @@ void check_all_reduce(Communicator& c) {
   expect_equal(mx, input_of(W - 1, 4, at::kFloat), "all_reduce max");
   expect_equal(mn, input_of(0, 4, at::kFloat), "all_reduce min");
   EXPECT_THROW(c.all_reduce(at::zeros({2}, at::kLong), ReduceOp::kAvg), c10::Error);
+  // bf16 goes round two rings (reduce-scatter, all-gather; padded to W slices): max/avg, and a
+  // larger buffer whose sums bf16 holds exactly (values repeat with period 61; the reduce-scatter
+  // ring's pieces are covered by check_reduce_scatter).
+  at::Tensor bmx = input_of(r, 37, at::kBFloat16), bavg = input_of(r, 37, at::kBFloat16);
+  c.all_reduce(bmx, ReduceOp::kMax);
+  c.all_reduce(bavg, ReduceOp::kAvg);
+  expect_equal(bmx, input_of(W - 1, 37, at::kBFloat16), "bf16 all_reduce max");
+  testing::expect_close(bavg.to(at::kDouble), sum_over_ranks(W, 37, at::kDouble).div(W), 1.0 / 256, 0, "bf16 avg");
+  const int64_t big = 100003;
+  at::Tensor periodic = at::arange(big, at::kLong).remainder(61);
+  at::Tensor b = (periodic + r).to(at::kBFloat16);
+  c.all_reduce(b);
+  expect_equal(b, (periodic * W + W * (W - 1) / 2).to(at::kBFloat16), "bf16 all_reduce of 100003 elements");
+}
+
+// CommStats: calls of each collective and the bytes this rank sends (bf16 all-reduce: half fp32's).
+void check_counters(Communicator& c) {
+  const int64_t W = c.size(), n = 64 * W;
+  auto delta = [&c](const std::function<void()>& f) {
+    const auto a = c.stats();
+    f();
+    const auto b = c.stats();
+    return CommStats{b.collectives - a.collectives, b.p2p - a.p2p, b.bytes - a.bytes, b.all_reduces - a.all_reduces,
+                     b.reduce_scatters - a.reduce_scatters, b.all_gathers - a.all_gathers, b.broadcasts - a.broadcasts,
+                     b.sent_bytes - a.sent_bytes};
+  };
+  const auto f32 = delta([&] { c.all_reduce(at::ones({n}, at::kFloat)); });
+  const auto b16 = delta([&] { c.all_reduce(at::ones({n}, at::kBFloat16)); });
+  EXPECT_EQ(f32.all_reduces, 1);
+  EXPECT_EQ(b16.all_reduces, 1);
+  EXPECT_EQ(b16.reduce_scatters + b16.all_gathers, 0) << "a bf16 all-reduce counts once";
+  EXPECT_EQ(f32.sent_bytes, 2 * (W - 1) * n * 4 / W) << "Gloo's ring: 2(W-1)/W of the buffer";
+  // reduce-scatter: the own slice in bf16, then W-2 fp32 partial sums; all-gather: W-1 bf16 slices.
+  EXPECT_EQ(b16.sent_bytes, 64 * (2 + (W - 2) * 4) + (W - 1) * 64 * 2);
+  const auto rs = delta([&] { c.reduce_scatter(at::ones({n}, at::kFloat), at::empty({64}, at::kFloat)); });
+  EXPECT_EQ(rs.reduce_scatters, 1);
+  EXPECT_EQ(rs.sent_bytes, (W - 1) * 64 * 4);
+  const auto ag = delta([&] { c.all_gather(at::ones({64}, at::kFloat), at::empty({n}, at::kFloat)); });
+  EXPECT_EQ(ag.all_gathers, 1);
+  EXPECT_EQ(ag.sent_bytes, (W - 1) * 64 * 4);
+  const auto bc = delta([&] { c.broadcast(at::ones({n}, at::kFloat), 0); });
+  EXPECT_EQ(bc.broadcasts, 1);
+  EXPECT_EQ(bc.sent_bytes, (W - 1) * n * 4 / W);
+  // all_gather into separate outputs: rank q's input lands in outputs[q], wherever that is.
+  at::Tensor storage = at::zeros({2 * W * 5}, at::kFloat);
+  std::vector<at::Tensor> outs;
+  for (int64_t q = 0; q < W; ++q) outs.push_back(storage.narrow(0, (W - 1 - q) * 10 + 3, 5));  // reversed, gaps
+  c.all_gather(input_of(c.rank(), 5, at::kFloat), outs);
+  for (int q = 0; q < W; ++q) expect_equal(outs[q], input_of(q, 5, at::kFloat), c10::str("all_gather to outputs ", q));
 }
 
 void check_broadcast_and_gather(Communicator& c) {
@@ -152,6 +203,7 @@ TEST(CommWorker, Collectives) {
   check_reduce_scatter(*c);
   check_send_recv(*c);
   check_groups(*c);
+  check_counters(*c);
   EXPECT_EQ(broadcast_string(*c, c->rank() == 1 ? "run-'x' \u00e9" : "ignored", 1), "run-'x' \u00e9");
   EXPECT_EQ(broadcast_string(*c, c->rank() == 0 ? "" : "not empty", 0), "");
   const auto before = c->stats();

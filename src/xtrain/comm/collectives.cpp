@@ -1,14 +1,16 @@
 // The collectives of Communicator. Each records its arrival, hands c10d Gloo a tensor of a type it
-// supports (bf16 sums run in fp32; byte-moving ops view unsupported types as bytes), and returns a
-// Work whose completion step copies back / averages. reduce_scatter is a ring over send/recv on the
-// communicator's executor thread (Gloo in LibTorch 1.13 has no reduce_scatter), reducing and
-// writing its output piece by piece.
+// supports (byte-moving ops view unsupported types as bytes), and returns a Work whose completion
+// step copies back / averages. reduce_scatter is a ring over send/recv on the communicator's
+// executor thread (Gloo in LibTorch 1.13 has no reduce_scatter), reducing and writing its output
+// piece by piece; a bf16 all_reduce is that ring followed by a ring all-gather, so bf16 gradients
+// travel as bf16 (communication_data_type) where widening them for Gloo would double the bytes.
 #include <ATen/ops/add.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
+#include <ATen/ops/zeros.h>
 
 #include "xtrain/comm/communicator_impl.h"
 
@@ -16,6 +18,7 @@ namespace xtrain::comm {
 namespace {
 
 constexpr int kRingTagBase = 1 << 24;  // user send/recv tags stay below this
+constexpr int kRingAllGatherTagOffset = 1 << 25;  // a bf16 all_reduce's second ring
 
 void check_tensor(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.defined(), "comm: ", op, ": undefined tensor");
@@ -128,19 +131,65 @@ void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const a
   }
 }
 
+// Bytes one rank sends in ring_reduce_scatter of W slices of `n` elements: its own slice on the
+// first hop, partial sums (fp32 for bf16 input) on the W-2 others.
+int64_t ring_reduce_scatter_bytes(int size, int64_t n, at::ScalarType dtype) {
+  if (size <= 1) return 0;
+  const int64_t in = static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t work = static_cast<int64_t>(c10::elementSize(reducible_type(dtype)));
+  return n * (in + (size - 2) * work);
+}
+
+// Ring all-gather in place over send/recv: chunk r of `buf` (size × chunk elements) is rank r's;
+// at step s rank r passes chunk (r-s) on to r+1 and receives chunk (r-s-1) from r-1. Each rank
+// sends W-1 chunks. Over send/recv with our own tags (like the reduce-scatter ring), so it can run
+// on the executor thread without taking a c10d collective tag out of order.
+void ring_all_gather(c10d::ProcessGroupGloo& pg, int rank, int size, const at::Tensor& buf, int64_t chunk, int tag) {
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  for (int s = 0; s < size - 1; ++s) {
+    const int send_idx = ((rank - s) % size + size) % size;
+    const int recv_idx = ((rank - s - 1) % size + size) % size;
+    std::vector<at::Tensor> to_send{movable(buf.narrow(0, send_idx * chunk, chunk))};
+    std::vector<at::Tensor> to_recv{movable(buf.narrow(0, recv_idx * chunk, chunk))};
+    auto sw = pg.send(to_send, next, tag);
+    auto rw = pg.recv(to_recv, prev, tag);
+    rw->wait();
+    sw->wait();
+  }
+}
+
 }  // namespace
 
 Work Communicator::all_reduce(const at::Tensor& tensor, ReduceOp op, bool async) {
   check_tensor(tensor, "all_reduce");
   check_avg(op, tensor, "all_reduce");
   if (!impl_->pg) return Work();
-  const int64_t seq = impl_->arrive("all_reduce", nbytes(tensor));
+  const int size = impl_->size;
+  if (tensor.scalar_type() == at::kBFloat16) {  // reduce-scatter + all-gather rings, bf16 on the wire
+    if (tensor.numel() == 0) return Work();
+    const int64_t chunk = (tensor.numel() + size - 1) / size;
+    const int64_t sent = ring_reduce_scatter_bytes(size, chunk, at::kBFloat16) + (size - 1) * chunk * 2;
+    const int64_t seq = impl_->arrive("all_reduce", nbytes(tensor), sent);
+    const int tag = kRingTagBase + static_cast<int>(seq % (1 << 24));
+    auto pg = impl_->pg;
+    const int rank = impl_->rank;
+    at::Tensor flat = tensor.reshape({-1});
+    auto future = impl_->exec().submit([pg, rank, size, flat, chunk, op, tag] {
+      const bool padded = chunk * size != flat.numel();
+      at::Tensor buf = padded ? at::zeros({chunk * size}, flat.options()) : flat;
+      if (padded) buf.narrow(0, 0, flat.numel()).copy_(flat);
+      ring_reduce_scatter(*pg, rank, size, buf, buf.narrow(0, rank * chunk, chunk), op, tag);
+      ring_all_gather(*pg, rank, size, buf, chunk, tag + kRingAllGatherTagOffset);
+      if (padded) flat.copy_(buf.narrow(0, 0, flat.numel()));
+    });
+    return finish(make_work(future, nullptr, impl_, "all_reduce", seq), async);
+  }
+  const int64_t seq = impl_->arrive("all_reduce", nbytes(tensor), 2 * (size - 1) * nbytes(tensor) / size);
   at::Tensor buf = reducible(tensor, "all_reduce");
   std::vector<at::Tensor> v{buf};
   c10d::AllreduceOptions o;
   o.reduceOp = to_c10d(op);
   auto work = impl_->pg->allreduce(v, o);
-  const int size = impl_->size;
   auto then = [tensor, buf, op, size]() mutable {
     if (op == ReduceOp::kAvg) buf.div_(size);
     if (!buf.is_same(tensor)) tensor.copy_(buf);
@@ -152,7 +201,7 @@ Work Communicator::broadcast(const at::Tensor& tensor, int root, bool async) {
   check_tensor(tensor, "broadcast");
   TORCH_CHECK(root >= 0 && root < impl_->size, "comm: broadcast: root ", root, " is not a rank of ", impl_->name);
   if (!impl_->pg) return Work();
-  const int64_t seq = impl_->arrive("broadcast", nbytes(tensor));
+  const int64_t seq = impl_->arrive("broadcast", nbytes(tensor), (impl_->size - 1) * nbytes(tensor) / impl_->size);
   std::vector<at::Tensor> v{movable(tensor)};
   c10d::BroadcastOptions o;
   o.rootRank = root;
@@ -167,17 +216,30 @@ Work Communicator::all_gather(const at::Tensor& input, const at::Tensor& output,
   TORCH_CHECK(output.numel() == n * impl_->size && output.scalar_type() == input.scalar_type(),
               "comm: all_gather: output must have ", impl_->size, " x ", n, " elements of ", input.scalar_type(),
               ", got ", output.numel(), " of ", output.scalar_type());
+  std::vector<at::Tensor> outputs;
+  const at::Tensor flat = output.reshape({-1});
+  for (int r = 0; r < impl_->size; ++r) outputs.push_back(flat.narrow(0, r * n, n));
+  return all_gather(input, outputs, async);
+}
+
+Work Communicator::all_gather(const at::Tensor& input, const std::vector<at::Tensor>& outputs, bool async) {
+  check_tensor(input, "all_gather");
+  TORCH_CHECK(static_cast<int>(outputs.size()) == impl_->size, "comm: all_gather: ", outputs.size(),
+              " outputs for a group of ", impl_->size);
+  for (const auto& o : outputs) {
+    check_tensor(o, "all_gather");
+    TORCH_CHECK(o.numel() == input.numel() && o.scalar_type() == input.scalar_type(), "comm: all_gather: each ",
+                "output must have ", input.numel(), " elements of ", input.scalar_type(), ", got ", o.numel(), " of ",
+                o.scalar_type());
+  }
   if (!impl_->pg) {
-    output.reshape({-1}).copy_(input.reshape({-1}));
+    outputs[0].reshape({-1}).copy_(input.reshape({-1}));
     return Work();
   }
-  const int64_t seq = impl_->arrive("all_gather", nbytes(input));
-  at::Tensor in = movable(input).reshape({-1});
-  at::Tensor out = movable(output).reshape({-1});
-  const int64_t m = in.numel();
+  const int64_t seq = impl_->arrive("all_gather", nbytes(input), (impl_->size - 1) * nbytes(input));
   std::vector<std::vector<at::Tensor>> outs(1);
-  for (int r = 0; r < impl_->size; ++r) outs[0].push_back(out.narrow(0, r * m, m));
-  std::vector<at::Tensor> ins{in};
+  for (const auto& o : outputs) outs[0].push_back(movable(o).reshape({-1}));
+  std::vector<at::Tensor> ins{movable(input).reshape({-1})};
   return finish(make_work(impl_->pg->allgather(outs, ins), nullptr, impl_, "all_gather", seq), async);
 }
 
@@ -194,7 +256,8 @@ Work Communicator::reduce_scatter(const at::Tensor& input, const at::Tensor& out
     output.reshape({-1}).copy_(input.reshape({-1}));
     return Work();
   }
-  const int64_t seq = impl_->arrive("reduce_scatter", nbytes(input));
+  const int64_t seq = impl_->arrive("reduce_scatter", nbytes(input),
+                                    ring_reduce_scatter_bytes(size, input.numel() / size, input.scalar_type()));
   const int tag = kRingTagBase + static_cast<int>(seq % (1 << 24));
   check_reducible(input, "reduce_scatter");
   at::Tensor in = input.reshape({-1}), out = output.reshape({-1});
@@ -210,7 +273,7 @@ Work Communicator::send(const at::Tensor& tensor, int dst, int tag, bool async) 
   check_tensor(tensor, "send");
   TORCH_CHECK(dst >= 0 && dst < impl_->size && dst != impl_->rank, "comm: send: bad destination rank ", dst);
   TORCH_CHECK(tag >= 0 && tag < kRingTagBase, "comm: send: tag must be in [0, 2^24), got ", tag);
-  impl_->count_p2p(nbytes(tensor));
+  impl_->count_p2p(nbytes(tensor), /*sent=*/true);
   std::vector<at::Tensor> v{movable(tensor)};
   const std::string op = "send to rank " + std::to_string(impl_->global_ranks[dst]);
   return finish(make_work(impl_->pg->send(v, dst, tag), nullptr, impl_, op, impl_->seq.load()), async);
@@ -220,7 +283,7 @@ Work Communicator::recv(const at::Tensor& tensor, int src, int tag, bool async) 
   check_tensor(tensor, "recv");
   TORCH_CHECK(src >= 0 && src < impl_->size && src != impl_->rank, "comm: recv: bad source rank ", src);
   TORCH_CHECK(tag >= 0 && tag < kRingTagBase, "comm: recv: tag must be in [0, 2^24), got ", tag);
-  impl_->count_p2p(nbytes(tensor));
+  impl_->count_p2p(nbytes(tensor), /*sent=*/false);
   std::vector<at::Tensor> v{movable(tensor)};
   const std::string op = "recv from rank " + std::to_string(impl_->global_ranks[src]);
   return finish(make_work(impl_->pg->recv(v, src, tag), nullptr, impl_, op, impl_->seq.load()), async);
@@ -228,7 +291,7 @@ Work Communicator::recv(const at::Tensor& tensor, int src, int tag, bool async) 
 
 void Communicator::barrier() {
   if (!impl_->pg) return;
-  const int64_t seq = impl_->arrive("barrier", 0);
+  const int64_t seq = impl_->arrive("barrier", 0, 0);
   finish(make_work(impl_->pg->barrier(c10d::BarrierOptions()), nullptr, impl_, "barrier", seq), false);
 }
 

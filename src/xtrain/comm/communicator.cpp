@@ -131,21 +131,27 @@ Work make_work(std::shared_future<void> future, std::function<void()> then, Impl
 
 // ---- Impl ----
 
-int64_t Communicator::Impl::arrive(const std::string& op, int64_t bytes) {
+int64_t Communicator::Impl::arrive(const std::string& op, int64_t bytes, int64_t sent_bytes) {
   const int64_t s = ++seq;
   {
     std::lock_guard<std::mutex> lock(stats_mutex);
     stats.collectives += 1;
     stats.bytes += bytes;
+    stats.sent_bytes += sent_bytes;
+    if (op == "all_reduce") stats.all_reduces += 1;
+    if (op == "reduce_scatter") stats.reduce_scatters += 1;
+    if (op == "all_gather") stats.all_gathers += 1;
+    if (op == "broadcast") stats.broadcasts += 1;
   }
   shared->recorder->record(store, "arrive/" + std::to_string(rank), std::to_string(s) + " " + op);
   return s;
 }
 
-void Communicator::Impl::count_p2p(int64_t bytes) {
+void Communicator::Impl::count_p2p(int64_t bytes, bool sent) {
   std::lock_guard<std::mutex> lock(stats_mutex);
   stats.p2p += 1;
   stats.bytes += bytes;
+  if (sent) stats.sent_bytes += bytes;
 }
 
 std::vector<Arrival> Communicator::Impl::read_arrivals(std::string* problem) const {

@@ -3,8 +3,9 @@
 // this rank in the TCPStore (from a background thread, coalesced, at most every 10 ms: about 1 us
 // per collective, bench/RESULTS_dp.md), so a rank whose collective fails or times out can name the
 // ranks that never reached it and the operation, instead of hanging (DeepSpeed users' recurring pain).
-// bf16: all_reduce/reduce_scatter reduce in fp32 (converted both ways: Gloo has no bf16 sum);
-// broadcast/all_gather/send/recv move bf16 bytes unchanged.
+// bf16: reduce_scatter and all_reduce (a reduce-scatter then an all-gather, both rings over
+// send/recv: Gloo has no bf16 sum) send bf16 and sum in fp32; broadcast/all_gather/send/recv move
+// bf16 bytes unchanged.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -48,6 +49,12 @@ struct CommStats {
   int64_t collectives = 0;  // collectives launched (not counting send/recv)
   int64_t p2p = 0;          // sends and receives
   int64_t bytes = 0;        // payload bytes handed to collectives and sends
+  // Calls of each collective (a bf16 all_reduce counts once, whatever it runs inside).
+  int64_t all_reduces = 0, reduce_scatters = 0, all_gathers = 0, broadcasts = 0;
+  // Bytes this rank puts on the wire: counted for our rings and send/recv; for Gloo's own algorithms
+  // their share per rank (ring all-reduce 2(W-1)/W of the buffer, ring all-gather W-1 inputs,
+  // broadcast (W-1)/W of the buffer: what the tree moves in total, divided by W).
+  int64_t sent_bytes = 0;
 };
 
 class Communicator {
@@ -76,6 +83,8 @@ class Communicator {
   Work broadcast(const at::Tensor& tensor, int root = 0, bool async = false);
   // output (size() × input.numel() elements, contiguous) gets every rank's input in rank order.
   Work all_gather(const at::Tensor& input, const at::Tensor& output, bool async = false);
+  // outputs[r] (contiguous, input's size and dtype; anywhere in memory) gets rank r's input.
+  Work all_gather(const at::Tensor& input, const std::vector<at::Tensor>& outputs, bool async = false);
   // input: size() equal slices; rank r's output (slice-sized) gets the reduction of slice r.
   // A ring over send/recv: each rank sends (W-1)/W of the input, half of an all-reduce. The slices
   // go around in pieces of kRingPieceElements, so the extra memory is a few pieces (bf16 is widened

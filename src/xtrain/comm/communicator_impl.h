@@ -81,9 +81,10 @@ struct Communicator::Impl {
   std::unique_ptr<Executor> executor;  // created on first composite op
   std::mutex executor_mutex;
 
-  // Records "<seq> <op>" for this rank (asynchronously) and returns seq.
-  int64_t arrive(const std::string& op, int64_t bytes);
-  void count_p2p(int64_t bytes);
+  // Records "<seq> <op>" for this rank (asynchronously), counts the call, its payload bytes and the
+  // bytes it sends (CommStats), and returns seq.
+  int64_t arrive(const std::string& op, int64_t bytes, int64_t sent_bytes);
+  void count_p2p(int64_t bytes, bool sent);
   // The error for a failed or timed-out operation: op, seq, waited time, missing ranks, cause.
   CommError explain(const std::string& op, int64_t seq, double waited_s, const std::string& cause) const;
   std::vector<Arrival> read_arrivals(std::string* problem) const;
