@@ -250,11 +250,18 @@ std::string nvme_error(const std::string& nvme_path, int64_t numel = kNumel) {
 TEST(NvmeOptimizerState, BadPathOrTooLittleSpaceIsAUsageError) {
   const auto dir = testing::temp_dir("nvme_bad");
   EXPECT_NE(nvme_error("").find("needs offload_optimizer.nvme_path"), std::string::npos) << nvme_error("");
+  {  // a missing folder is created, as DeepSpeed creates it (with a warning)
+    const auto missing = dir + "/not_there/yet";
+    EXPECT_EQ(nvme_error(missing), "");
+    EXPECT_TRUE(std::filesystem::is_directory(missing));
+  }
   {
     std::ofstream(dir + "/a_file") << "x";  // a folder cannot be made under a file, even as root
     const auto msg = nvme_error(dir + "/a_file/sub");
-    EXPECT_NE(msg.find(dir + "/a_file/sub"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(dir + "/a_file/sub\" does not exist and cannot be created"), std::string::npos) << msg;
     EXPECT_NE(msg.find("zero_optimization.offload_optimizer.nvme_path"), std::string::npos) << msg;
+    const auto file = nvme_error(dir + "/a_file");
+    EXPECT_NE(file.find(dir + "/a_file\" is not a folder"), std::string::npos) << file;
   }
   ::setenv(zero::kNvmeFakeFreeBytesEnv, "1000000", 1);
   const auto msg = nvme_error(dir, 1 << 20);  // 12 MiB of Adam state + 64 MiB margin > 1 MB

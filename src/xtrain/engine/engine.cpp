@@ -14,6 +14,7 @@
 #include "xtrain/monitor/memory.h"
 #include "xtrain/parallel/pipeline/pipeline_executor.h"
 #include "xtrain/sched/schedule.h"
+#include "xtrain/zero/grad_reduce.h"
 
 namespace xtrain {
 
@@ -69,6 +70,7 @@ void Engine::setup(zero::NamedParams params) {
   so.optimizer = config_.optimizer;
   so.prescale_gradients = config_.engine.prescale_gradients;
   so.gradient_predivide_factor = config_.engine.gradient_predivide_factor;
+  so.communication_dtype = zero::communication_dtype(config_.engine.communication_data_type);
   so.allow_untested_optimizer = config_.engine.zero_allow_untested_optimizer;
   so.norm_weights = mp_.norm_weights;
   // Tied gradients are combined before the data-parallel reduction, which must not start in backward.

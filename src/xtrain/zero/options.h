@@ -18,13 +18,13 @@ struct OffloadOptimizerOptions {
   template <class V>
   void visit(V& v) {
     v.choice("device", device, {"none", "cpu", "nvme"}, "where the optimizer state lives");
-    v("nvme_path", nvme_path, "folder for the optimizer-state files (device nvme), removed at exit");
+    v("nvme_path", nvme_path, "folder for the optimizer-state files (device nvme; created with a warning if missing), removed at exit");
     v("pin_memory", pin_memory, "page-locked staging buffers (CUDA builds)");
     v("buffer_count", buffer_count, "accepted; device nvme uses three chunk buffers (read, step, write)");
     v("pipeline_read", pipeline_read, "accepted; nvme reads overlap the step unless aio.overlap_events=false");
     v("pipeline_write", pipeline_write, "accepted; nvme writes overlap the step unless aio.overlap_events=false");
     v("fast_init", fast_init, "accepted for compatibility");
-    v("ratio", ratio, "fraction of the step run on the CPU (1.0 only)");
+    v("ratio", ratio, "fraction of the step run on the CPU (1.0 only: every step runs on the CPU here)");
   }
 };
 
@@ -38,7 +38,7 @@ struct OffloadParamOptions {
   template <class V>
   void visit(V& v) {
     v.choice("device", device, {"none", "cpu", "nvme"}, "where stage-3 parameter partitions live");
-    v("nvme_path", nvme_path, "folder for the parameter-shard files (device nvme); the model is also built there, in file-backed memory, before it is partitioned");
+    v("nvme_path", nvme_path, "folder for the parameter-shard files (device nvme; created with a warning if missing); the model is also built there, in file-backed memory, before it is partitioned");
     v("pin_memory", pin_memory, "page-locked staging buffers (CUDA builds)");
     v("buffer_count", buffer_count, "accepted; a unit's shard is read when it is gathered");
     v("buffer_size", buffer_size, "accepted; see buffer_count");
@@ -92,16 +92,16 @@ struct ZeroOptions {
     v.alias("stage3_gather_fp16_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save", "");
     v("stage", stage, "0 off; 1 optimizer state, 2 + gradients, 3 + parameters partitioned");
     v.tristate("overlap_comm", overlap_comm, "overlap gradient reduction with backward (default: stage 3)");
-    v("contiguous_gradients", contiguous_gradients, "gradients copied into one buffer as produced");
+    v("contiguous_gradients", contiguous_gradients, "no effect: gradients always live in, or are copied into, flat buffers");
     v("reduce_bucket_size", reduce_bucket_size, "elements per gradient reduction bucket");
-    v("allgather_bucket_size", allgather_bucket_size, "elements per parameter all-gather bucket");
-    v("allgather_partitions", allgather_partitions, "all-gather (true) or broadcasts");
-    v("reduce_scatter", reduce_scatter, "reduce-scatter (true) or all-reduce gradients");
+    v("allgather_bucket_size", allgather_bucket_size, "stages 1/2: the post-step parameter gather in max(1, shard*W/size) pieces (DeepSpeed's arithmetic; even)");
+    v("allgather_partitions", allgather_partitions, "stages 1/2: gather parameters by all-gather (true) or one broadcast per rank (false)");
+    v("reduce_scatter", reduce_scatter, "stages 1-3: reduce-scatter gradients (true) or all-reduce them and keep this rank's part (false)");
     v("use_multi_rank_bucket_allreduce", use_multi_rank_bucket_allreduce, "accepted for compatibility");
-    v("load_from_fp32_weights", load_from_fp32_weights, "initialise master weights from fp32 checkpoint copies");
+    v("load_from_fp32_weights", load_from_fp32_weights, "on load, fp32 master weights from the checkpoint (true) or from the model's 16-bit weights (false)");
     v("elastic_checkpoint", elastic_checkpoint, "accepted; xtrain checkpoints always reshard");
     v("round_robin_gradients", round_robin_gradients, "accepted for compatibility");
-    v("ignore_unused_parameters", ignore_unused_parameters, "parameters without gradients are allowed");
+    v("ignore_unused_parameters", ignore_unused_parameters, "stages 1/2: false makes a parameter without a gradient in a step an error naming it");
     v("sub_group_size", sub_group_size, "elements per optimizer sub-group (NVMe chunk, rounded up to 1024)");
     v("stage3_prefetch_bucket_size", stage3_prefetch_bucket_size, "elements of the next units gathered ahead");
     v("stage3_param_persistence_threshold", stage3_param_persistence_threshold, "parameters of at most this many elements stay whole on every rank");
@@ -137,7 +137,7 @@ struct AioOptions {
     v("intra_op_parallelism", intra_op_parallelism, "accepted; one io_uring thread per NVMe state file");
     v("single_submit", single_submit, "one io_uring_submit per request instead of per batch");
     v("overlap_events", overlap_events, "overlap NVMe reads and writes with the optimizer step (false: in order)");
-    v("use_gds", use_gds, "GPUDirect Storage (not supported)");
+    v("use_gds", use_gds, "GPUDirect Storage (needs CUDA: not supported)");
   }
 };
 

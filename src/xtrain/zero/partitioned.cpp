@@ -44,10 +44,13 @@ PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptio
   norm_ranges_ = weighted_ranges(sl_, rank_, options_.norm_weights);
   const auto dtype = options_.param_dtype;
   reduce_dtype_ = dtype == at::kFloat || options_.grad_accum_dtype == at::kFloat ? at::kFloat : dtype;
-  const auto scaling = parallel::gradient_scaling(dp_->size(), options_.prescale_gradients,
-                                                  options_.gradient_predivide_factor);
-  pre_ = dp_->distributed() ? scaling.pre : 1.0;
-  post_ = dp_->distributed() ? scaling.post : 1.0;
+  if (dp_->distributed()) {  // one rank communicates nothing: no scaling, no cast
+    const auto scaling = parallel::gradient_scaling(dp_->size(), options_.prescale_gradients,
+                                                    options_.gradient_predivide_factor);
+    reduce_options_ = {options_.zero.reduce_scatter, options_.communication_dtype, scaling.pre, scaling.post};
+  }
+  post_after_ = reduce_options_.post_after(reduce_dtype_);
+  used_.assign(named_.size(), 0);
 
   at::NoGradGuard no_grad;
   {  // rank 0's initial values, then each rank keeps its fp32 shard
@@ -83,17 +86,25 @@ PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptio
     optimizer_ = optim::make_optimizer(options_.optimizer);
     optimizer_->init_state(sl_.shard_numel());
   }
+  setup_gradients();
+}
 
+// Stage 1: a full gradient buffer the parameters' .grad are views of, reduced at the boundary.
+// Stage 2: per-unit staging filled by the hooks. Hooks also record which parameters got a gradient.
+void PartitionedStrategy::setup_gradients() {
+  const auto dtype = options_.param_dtype;
+  const int64_t stage = options_.zero.stage;
   if (stage == 1) {
     grads_ = at::zeros({sl_.flat.numel}, dtype);
     bind_grads(named_, sl_.flat, grads_);
     if (reduce_dtype_ != dtype) grad_acc_ = at::zeros({sl_.flat.numel}, reduce_dtype_);
     const auto& src = grad_acc_.defined() ? grad_acc_ : grads_;
     part_grad_ = src.narrow(0, sl_.owned_begin(0, rank_), sl_.units[0].shard);  // reduced in place
-    return;
+  } else {
+    part_grad_ = at::zeros({sl_.shard_numel()}, reduce_dtype_);
+    staging_.resize(sl_.units.size());
   }
-  part_grad_ = at::zeros({sl_.shard_numel()}, reduce_dtype_);
-  staging_.resize(sl_.units.size());
+  if (stage == 1 && options_.zero.ignore_unused_parameters) return;
   for (size_t i = 0; i < named_.size(); ++i) {
     auto node = torch::autograd::impl::grad_accumulator(named_[i].second);
     const uintptr_t key = node->add_post_hook(std::make_unique<GradReadyHook>(this, static_cast<int>(i)));
@@ -106,7 +117,7 @@ PartitionedStrategy::~PartitionedStrategy() {
   for (auto& [node, key] : hooks_) node->del_post_hook(key);
   for (auto& f : inflight_) {
     try {
-      f.work.wait();
+      f.reduction.wait();
     } catch (const std::exception&) {
     }
   }
@@ -132,12 +143,15 @@ void PartitionedStrategy::before_backward(bool /*boundary*/) {
   launched_ = 0;
 }
 
-// Stage 2: the gradient moves into its unit's staging buffer and .grad is released.
+// Stage 2: the gradient moves into its unit's staging buffer and .grad is released. Stage 1 only
+// notes that the parameter was used.
 void PartitionedStrategy::on_grad(int i) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& p = named_[i].second;
   const at::Tensor g = p.grad();
   if (!g.defined()) return;
+  used_[i] = 1;
+  if (options_.zero.stage != 2) return;
   TORCH_CHECK(!ready_[i], "zero: parameter ", named_[i].first, " got a second gradient before its bucket was "
               "reduced; run one backward per micro-batch through the engine");
   const int u = sl_.unit_of_slot[i];
@@ -159,11 +173,8 @@ void PartitionedStrategy::launch_ready() {
 void PartitionedStrategy::launch(size_t u) {
   const auto& unit = sl_.units[u];
   if (!staging_[u].defined()) staging_[u] = at::zeros({unit.numel}, reduce_dtype_);  // no gradient arrived
-  InFlight f{u, std::move(staging_[u]), at::empty({unit.shard}, reduce_dtype_), comm::Work()};
+  inflight_.push_back({u, UnitReduction(*dp_, staging_[u], reduce_options_)});
   staging_[u] = at::Tensor();
-  if (pre_ != 1.0) f.staging.mul_(pre_);
-  f.work = dp_->reduce_scatter(f.staging, f.out, comm::ReduceOp::kSum, /*async=*/true);
-  inflight_.push_back(std::move(f));
   drain(options_.zero.overlap_comm > 0 ? 2 : 0);  // overlap: two buckets in flight bound the staging memory
 }
 
@@ -171,9 +182,8 @@ void PartitionedStrategy::drain(size_t keep) {
   while (inflight_.size() > keep) {
     auto f = std::move(inflight_.front());
     inflight_.pop_front();
-    f.work.wait();
     const auto& unit = sl_.units[f.unit];
-    part_grad_.narrow(0, unit.local, unit.shard).add_(f.out);
+    part_grad_.narrow(0, unit.local, unit.shard).add_(f.reduction.wait());
   }
 }
 
@@ -192,16 +202,35 @@ void PartitionedStrategy::after_backward(bool /*boundary*/) {
   }
 }
 
-// Stage 1: one in-place reduce-scatter of the whole buffer (the communicator's ring reads slice r of
-// the input only in its last step, element by element, so the output may alias it).
+// Stage 1: the whole buffer is one unit, reduced in place (part_grad_ is this rank's slice of it).
 void PartitionedStrategy::reduce() {
   at::NoGradGuard no_grad;
+  if (!options_.zero.ignore_unused_parameters) check_unused_params();
   if (options_.zero.stage == 1) {
-    auto& src = grad_acc_.defined() ? grad_acc_ : grads_;
-    if (pre_ != 1.0) src.mul_(pre_);
-    dp_->reduce_scatter(src, part_grad_, comm::ReduceOp::kSum);
+    const auto& src = grad_acc_.defined() ? grad_acc_ : grads_;
+    reduce_in_place(*dp_, src, reduce_options_, comm::Communicator::kRingPieceElements);
   }
-  if (post_ != 1.0) part_grad_.mul_(post_);
+  if (post_after_ != 1.0) part_grad_.mul_(post_after_);
+}
+
+// DeepSpeed asserts when a parameter had no gradient (stage_1_and_2, with ignore_unused_parameters
+// false). Every rank learns how many were unused anywhere, so all fail together rather than leave
+// the others waiting in the next collective.
+void PartitionedStrategy::check_unused_params() {
+  std::string names;
+  int64_t unused = 0;
+  for (size_t i = 0; i < named_.size(); ++i) {
+    if (used_[i]) continue;
+    if (++unused <= 5) names += (names.empty() ? "" : ", ") + named_[i].first;
+  }
+  const double total = comm::all_reduce_sum(*dp_, static_cast<double>(unused));
+  std::fill(used_.begin(), used_.end(), 0);
+  if (total == 0) return;
+  const std::string what = unused ? c10::str(unused, " parameter(s) got no gradient in this step on rank ", rank_, ": ",
+                                             names, unused > 5 ? ", ..." : "")
+                                  : std::string("a parameter got no gradient in this step on another rank");
+  XTRAIN_USAGE_ERROR("zero: ", what, " (zero_optimization.ignore_unused_parameters is false); use them in the loss, ",
+                     "freeze them (requires_grad false) or set ignore_unused_parameters to true");
 }
 
 std::vector<at::Tensor> PartitionedStrategy::unreduced_gradient(const std::string& name) {
@@ -224,11 +253,29 @@ void PartitionedStrategy::step(const StepHyper& h) {
     optimizer_->step(in);
     write_own(0, master_);
   }
+  gather_params();
+}
+
+// Each unit's shards in allgather_bucket_size pieces (DeepSpeed's all_gather_dp_groups): one
+// all-gather per piece, or with allgather_partitions false one broadcast per rank and piece.
+void PartitionedStrategy::gather_params() {
+  if (!dp_->distributed()) return;
+  const auto& z = options_.zero;
+  const int64_t world = dp_->size();
   std::vector<comm::Work> works;
   for (size_t u = 0; u < sl_.units.size(); ++u) {
     const auto& unit = sl_.units[u];
-    auto own = model_params_.narrow(0, sl_.owned_begin(u, rank_), unit.shard);
-    works.push_back(dp_->all_gather(own, model_params_.narrow(0, unit.begin, unit.numel), /*async=*/true));
+    for (const auto& [off, len] : allgather_pieces(unit.shard, world, z.allgather_bucket_size)) {
+      std::vector<at::Tensor> pieces;
+      for (int64_t r = 0; r < world; ++r) pieces.push_back(model_params_.narrow(0, sl_.owned_begin(u, r) + off, len));
+      if (z.allgather_partitions) {
+        works.push_back(dp_->all_gather(pieces[rank_], pieces, /*async=*/true));
+        continue;
+      }
+      for (int64_t r = 0; r < world; ++r) {
+        works.push_back(dp_->broadcast(pieces[r], static_cast<int>(r), /*async=*/true));
+      }
+    }
   }
   for (auto& w : works) w.wait();
 }
@@ -247,6 +294,7 @@ void PartitionedStrategy::write_own(int64_t local, const at::Tensor& values) {
 }
 
 void PartitionedStrategy::zero_grads() {
+  std::fill(used_.begin(), used_.end(), 0);
   if (grads_.defined()) grads_.zero_();
   if (grad_acc_.defined()) grad_acc_.zero_();
   part_grad_.zero_();
@@ -306,6 +354,7 @@ void PartitionedStrategy::load(const checkpoint::CheckpointReader& reader, bool 
   const auto full = consolidate(reader, load_optimizer);
   const auto buffers = state_buffers(load_optimizer);
   load_shards(full, sl_, rank_, buffers);
+  if (!options_.zero.load_from_fp32_weights) round_master(buffers, options_.param_dtype);
   if (nvme_) {
     for (const auto& [name, t] : buffers) nvme_->write(name, t);
   }

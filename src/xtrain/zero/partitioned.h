@@ -5,7 +5,9 @@
 // gradients are copied, as autograd produces them, into a staging buffer that is reduce-scattered
 // asynchronously (overlapped with the rest of backward, every micro-batch, as DeepSpeed does) and
 // added to this rank's shard; the parameters' .grad are released at once, so no full gradient
-// exists. After the step each rank's updated shard is all-gathered into every rank's parameters.
+// exists. After the step each rank's updated shard is all-gathered into every rank's parameters
+// (in allgather_bucket_size pieces, or with allgather_partitions false one broadcast per rank).
+// Gradients go through zero/grad_reduce.h: reduce-scatter or all-reduce, in communication_data_type.
 // offload_optimizer.device "nvme": the master shard and the moments live in a file
 // (offload/nvme_optimizer.h), stepped chunk by chunk; checkpoints are the same as in memory.
 #pragma once
@@ -14,6 +16,7 @@
 #include <mutex>
 
 #include "xtrain/comm/communicator.h"
+#include "xtrain/zero/grad_reduce.h"
 #include "xtrain/zero/shard_io.h"
 #include "xtrain/zero/shard_layout.h"
 #include "xtrain/zero/shard_ops.h"
@@ -49,15 +52,17 @@ class PartitionedStrategy : public Strategy {
   void load(const checkpoint::CheckpointReader& reader, bool load_optimizer) override;
   MemoryReport memory() const override;
 
-  void on_grad(int slot);  // stage 2: slot's gradient is final for this backward
+  void on_grad(int slot);  // slot's gradient is final for this backward (stage 2; stage 1 when checking)
 
  private:
   struct InFlight {
     size_t unit;
-    at::Tensor staging, out;
-    comm::Work work;
+    UnitReduction reduction;
   };
+  void setup_gradients();
   void write_own(int64_t local, const at::Tensor& values);
+  void gather_params();         // every rank's updated shards into every rank's parameters
+  void check_unused_params();   // ignore_unused_parameters: false
   NamedBuffers state_buffers(bool with_optimizer) const;
   void launch_ready();  // caller holds mutex_
   void launch(size_t unit);
@@ -70,7 +75,9 @@ class PartitionedStrategy : public Strategy {
   std::vector<WeightedRange> norm_ranges_;  // of part_grad_
   int64_t rank_ = 0;
   at::ScalarType reduce_dtype_ = at::kFloat;  // gradients are summed and accumulated in this dtype
-  double pre_ = 1.0, post_ = 1.0;             // DeepSpeed's gradient pre/post scaling
+  UnitReduceOptions reduce_options_;          // reduce-scatter or all-reduce, wire dtype, pre/post scaling
+  double post_after_ = 1.0;                   // the post-scale still due at reduce()
+  std::vector<char> used_;                    // per slot: got a gradient this step (ignore_unused_parameters)
   at::Tensor model_params_;  // full buffer, the model's dtype; the parameters are views of it
   at::Tensor master_;        // fp32 shard buffer (undefined with NVMe offload)
   at::Tensor grads_;         // stage 1: the parameters' .grad (full, model dtype)

@@ -60,6 +60,7 @@ void ReplicatedStrategy::allocate(const NamedParams& params) {
   ro.overlap = options_.zero.overlap_comm != 0;  // stage 0: DeepSpeed overlaps unless told not to
   ro.prescale_gradients = options_.prescale_gradients;
   ro.gradient_predivide_factor = options_.gradient_predivide_factor;
+  ro.communication_dtype = options_.communication_dtype;
   parallel::BucketReducer::BucketReady on_ready;
   if (grad_acc_.defined()) {  // bf16/fp16 gradients join the fp32 buffer just before the bucket is sent
     on_ready = [this](int64_t begin, int64_t end) {
@@ -177,6 +178,7 @@ void ReplicatedStrategy::load(const checkpoint::CheckpointReader& reader, bool l
   const auto full = consolidate(reader, load_optimizer);
   std::map<std::string, at::Tensor> model(full.model.begin(), full.model.end());
   for (const auto& slot : layout_.slots) copy_checked(model, slot.name, master_.narrow(0, slot.offset, slot.numel), "model.pt");
+  if (!options_.zero.load_from_fp32_weights) round_master({{"master", master_}}, options_.param_dtype);
   if (options_.param_dtype != at::kFloat) model_params_.copy_(master_);
   zero_grads();
   if (!load_optimizer) return;

@@ -3,7 +3,7 @@
 // training); gradients are averaged over ranks by a BucketReducer launched from autograd hooks.
 // With mixed precision the low-precision gradients are added into an fp32 buffer (per micro-batch
 // with accumulation; per bucket just before it is sent), so accumulation and communication happen
-// in fp32 (Gloo has no bf16 sum).
+// in fp32 unless communication_data_type says otherwise (each bucket is then cast for its sum).
 #pragma once
 #include <memory>
 

@@ -138,4 +138,12 @@ void load_shards(const Consolidated& full, const ShardLayout& layout, int64_t ra
   }
 }
 
+void round_master(const NamedBuffers& buffers, at::ScalarType param_dtype) {
+  if (param_dtype == at::kFloat) return;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, buf] : buffers) {
+    if (name == "master") buf.copy_(buf.to(param_dtype));
+  }
+}
+
 }  // namespace xtrain::zero

@@ -45,4 +45,9 @@ void copy_checkpoint_file(const checkpoint::CheckpointReader& reader, checkpoint
 // Fills `rank`'s shard of each buffer ("master" from the model, a state from the optimizer).
 void load_shards(const Consolidated& full, const ShardLayout& layout, int64_t rank, const NamedBuffers& buffers);
 
+// zero_optimization.load_from_fp32_weights false: the fp32 master is rebuilt from the model's
+// weights (the master rounded to `param_dtype`, what the model holds) instead of the saved fp32
+// copy, as DeepSpeed then refreshes it from the 16-bit parameters. A no-op in fp32 training.
+void round_master(const NamedBuffers& buffers, at::ScalarType param_dtype);
+
 }  // namespace xtrain::zero

@@ -85,4 +85,16 @@ std::vector<optim::Segment> ShardLayout::local_segments(int64_t rank) const {
   return out;
 }
 
+std::vector<std::pair<int64_t, int64_t>> allgather_pieces(int64_t shard, int64_t world_size, int64_t bucket_size) {
+  TORCH_CHECK(bucket_size > 0, "zero: allgather_bucket_size must be > 0, got ", bucket_size,
+              " (zero_optimization.allgather_bucket_size)");
+  int64_t pieces = std::max<int64_t>(1, shard * world_size / bucket_size);
+  pieces = std::min(pieces, std::max<int64_t>(1, shard / 2));  // each piece keeps >= 2 elements
+  int64_t size = shard / pieces;
+  if (pieces > 1) size -= size % 2;  // DeepSpeed's start alignment (NCCL: 4 bytes of 16-bit values)
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t i = 0; i < pieces; ++i) out.emplace_back(i * size, i + 1 == pieces ? shard - i * size : size);
+  return out;
+}
+
 }  // namespace xtrain::zero

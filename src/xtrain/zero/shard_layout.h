@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xtrain/zero/flat_layout.h"
@@ -46,5 +47,11 @@ ShardLayout make_shard_layout(const NamedParams& params, const std::vector<bool>
                               const std::vector<int>& unit_of, int64_t world_size, int64_t alignment);
 // Consecutive parameters grouped until a unit holds >= bucket_size elements.
 std::vector<int> units_by_size(const NamedParams& params, int64_t bucket_size);
+
+// The post-step parameter gather of a unit whose shards have `shard` elements, cut by
+// zero_optimization.allgather_bucket_size as DeepSpeed's all_gather_dp_groups cuts it:
+// max(1, shard·W / bucket) pieces of every shard, each a multiple of 2 elements, the last taking
+// the rest. Returns each piece's {offset, length} within the shard.
+std::vector<std::pair<int64_t, int64_t>> allgather_pieces(int64_t shard, int64_t world_size, int64_t bucket_size);
 
 }  // namespace xtrain::zero

@@ -95,10 +95,12 @@ Stage3Strategy::Stage3Strategy(NamedParams params, std::shared_ptr<torch::nn::Mo
                      "stage3_param_persistence_threshold must be >= 0");
   dtype_ = options_.param_dtype;
   reduce_dtype_ = dtype_ == at::kFloat || options_.grad_accum_dtype == at::kFloat ? at::kFloat : dtype_;
-  const auto scaling = parallel::gradient_scaling(dp_->size(), options_.prescale_gradients,
-                                                  options_.gradient_predivide_factor);
-  pre_ = dp_->distributed() ? scaling.pre : 1.0;
-  post_ = dp_->distributed() ? scaling.post : 1.0;
+  if (dp_->distributed()) {  // one rank communicates nothing: no scaling, no cast
+    const auto scaling = parallel::gradient_scaling(dp_->size(), options_.prescale_gradients,
+                                                    options_.gradient_predivide_factor);
+    reduce_options_ = {z.reduce_scatter, options_.communication_dtype, scaling.pre, scaling.post};
+  }
+  post_after_ = reduce_options_.post_after(reduce_dtype_);
 
   // Units: routed submodules first (in call order), then the children of every Sequential. A
   // module is a unit when none of its parameters belongs to an earlier unit.
@@ -185,11 +187,8 @@ Stage3Strategy::Stage3Strategy(NamedParams params, std::shared_ptr<torch::nn::Mo
   }
   if (z.offload_param.device == "nvme") {  // this rank's parameter shards in a file, read on gather
     const auto& dir = z.offload_param.nvme_path;
-    XTRAIN_USAGE_CHECK(!dir.empty(), "zero: offload_param.device nvme needs zero_optimization.offload_param.nvme_path");
+    require_nvme_folder(dir, "zero_optimization.offload_param.nvme_path");
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    XTRAIN_USAGE_CHECK(!ec && ::access(dir.c_str(), W_OK) == 0, "zero: offload_param.nvme_path \"", dir,
-                       "\" is not a writable folder", ec ? " (" + ec.message() + ")" : std::string());
     check_aio_options(options_.aio);
     const auto space = std::filesystem::space(dir, ec);
     const int64_t available = ec ? -1 : static_cast<int64_t>(space.available);
@@ -296,7 +295,7 @@ Stage3Strategy::~Stage3Strategy() {
   }
   for (auto& f : inflight_) {
     try {
-      f.work.wait();
+      f.reduction.wait();
     } catch (const std::exception&) {
     }
   }
@@ -447,11 +446,7 @@ void Stage3Strategy::on_post_backward(size_t u) {
 }
 
 void Stage3Strategy::reduce_unit(size_t u, at::Tensor staging) {
-  const auto& unit = sl_.units[u];
-  InFlight f{u, std::move(staging), at::empty({unit.shard}, reduce_dtype_), comm::Work()};
-  if (pre_ != 1.0) f.staging.mul_(pre_);
-  f.work = dp_->reduce_scatter(f.staging, f.out, comm::ReduceOp::kSum, /*async=*/true);
-  inflight_.push_back(std::move(f));
+  inflight_.push_back({u, UnitReduction(*dp_, staging, reduce_options_)});
   drain(options_.zero.overlap() ? 2 : 0);
 }
 
@@ -459,9 +454,8 @@ void Stage3Strategy::drain(size_t keep) {
   while (inflight_.size() > keep) {
     auto f = std::move(inflight_.front());
     inflight_.pop_front();
-    f.work.wait();
     const auto& unit = sl_.units[f.unit];
-    part_grad_.narrow(0, unit.local, unit.shard).add_(f.out);
+    part_grad_.narrow(0, unit.local, unit.shard).add_(f.reduction.wait());
   }
 }
 
@@ -484,7 +478,7 @@ void Stage3Strategy::after_backward(bool /*boundary*/) {
 
 void Stage3Strategy::reduce() {
   at::NoGradGuard no_grad;
-  if (post_ != 1.0) part_grad_.mul_(post_);
+  if (post_after_ != 1.0) part_grad_.mul_(post_after_);
 }
 
 double Stage3Strategy::grad_norm_squared() { return shard_grad_norm_squared(part_grad_, norm_ranges_, *dp_); }
@@ -594,6 +588,7 @@ void Stage3Strategy::load(const checkpoint::CheckpointReader& reader, bool load_
     }
   }
   load_shards(full, sl_, rank_, buffers);
+  if (!options_.zero.load_from_fp32_weights) round_master(buffers, dtype_);
   if (nvme_) {
     for (const auto& [name, t] : buffers) nvme_->write(name, t);
   }

@@ -8,7 +8,8 @@
 // identity autograd function on them) and, when the unit's backward is done (PostBackward, on its
 // input), its gradients are reduce-scattered into the owners' shards and the parameters released.
 // Parameters outside units, and small ones, stay whole on every rank ("persistent"), their
-// gradients reduce-scattered after each backward. Master weights, optimizer state and reduced
+// gradients reduce-scattered after each backward (zero/grad_reduce.h: or all-reduced, with
+// reduce_scatter false; in communication_data_type when set). Master weights, optimizer state and reduced
 // gradients are partitioned as in stage 2, so a rank holds 16Ψ/N bytes of model state
 // (mixed-precision Adam) plus the persistent parameters and the units in flight.
 //
@@ -20,6 +21,7 @@
 #include <memory>
 
 #include "xtrain/comm/communicator.h"
+#include "xtrain/zero/grad_reduce.h"
 #include "xtrain/zero/shard_layout.h"
 #include "xtrain/zero/shard_ops.h"
 #include "xtrain/zero/strategy.h"
@@ -74,8 +76,7 @@ class Stage3Strategy : public Strategy {
   };
   struct InFlight {
     size_t unit;
-    at::Tensor staging, out;
-    comm::Work work;
+    UnitReduction reduction;
   };
   at::Tensor shard_of(size_t u) const;                     // this rank's shard of unit u, the model's dtype
   void write_shard(int64_t local, const at::Tensor& values);  // into the shard buffer (or file) at `local`
@@ -98,7 +99,8 @@ class Stage3Strategy : public Strategy {
   int64_t rank_ = 0;
   at::ScalarType dtype_ = at::kFloat;
   at::ScalarType reduce_dtype_ = at::kFloat;
-  double pre_ = 1.0, post_ = 1.0;
+  UnitReduceOptions reduce_options_;  // reduce-scatter or all-reduce, wire dtype, pre/post scaling
+  double post_after_ = 1.0;           // the post-scale still due at reduce()
   at::Tensor master_;         // fp32 shard buffer (undefined with nvme offload)
   at::Tensor param_shard_;    // this rank's shard in the model's dtype (master_ itself in fp32;
                               // undefined when the parameters are offloaded to NVMe)

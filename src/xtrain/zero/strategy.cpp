@@ -16,7 +16,17 @@ void check_supported(const StrategyOptions& o) {
   XTRAIN_USAGE_CHECK(z.offload_optimizer.device != "nvme" || z.stage >= 1,
                      "zero: offload_optimizer.device nvme needs zero_optimization.stage 1, 2 or 3, got stage ", z.stage,
                      " (zero_optimization.offload_optimizer.device)");
+  // DeepSpeed runs part of the step on the accelerator with ratio < 1 (ZeRO-Offload++, stage 3);
+  // on this build every optimizer step already runs on the CPU.
+  XTRAIN_USAGE_CHECK(z.offload_optimizer.ratio == 1.0, "zero: not supported yet: zero_optimization.offload_optimizer.ratio ",
+                     z.offload_optimizer.ratio, " (only 1.0: the whole optimizer step on the CPU)");
+  XTRAIN_USAGE_CHECK(!o.aio.use_gds, "zero: not supported yet: aio.use_gds (GPUDirect Storage needs CUDA and cuFile; ",
+                     "xtrain reads and writes NVMe through io_uring)");
   if (z.stage == 0) return;
+  // DeepSpeed's stage 1/2 optimizer asserts this (NCCL's 4-byte start alignment of 16-bit values).
+  XTRAIN_USAGE_CHECK(z.stage == 3 || (z.allgather_bucket_size > 0 && z.allgather_bucket_size % 2 == 0),
+                     "zero: allgather_bucket_size must be a positive multiple of 2, got ", z.allgather_bucket_size,
+                     " (zero_optimization.allgather_bucket_size)");
   const auto& type = o.optimizer.type;
   // LAMB's per-parameter trust ratio would need partial norms summed across ranks for split parameters.
   XTRAIN_USAGE_CHECK(type != "Lamb", "zero: optimizer Lamb is not supported with zero_optimization.stage ", z.stage,

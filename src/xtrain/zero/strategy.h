@@ -40,6 +40,9 @@ struct StrategyOptions {
   optim::OptimizerOptions optimizer;
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
+  // communication_data_type: gradients are cast to it for the data-parallel sum and back after
+  // (zero/grad_reduce.h); Undefined (the key unset): they travel in their accumulation dtype.
+  at::ScalarType communication_dtype = at::ScalarType::Undefined;
   bool allow_untested_optimizer = false;
   int64_t alignment = 16;  // elements; partitions are multiples of this
   // Model parallelism: a parameter held identically by k ranks of the model-parallel group (a

@@ -32,9 +32,14 @@ struct BucketReducer::State {
   std::vector<int> pending;  // per bucket: parameters still without their gradient
   int next_launch = 0;       // buckets [0, next_launch) are in flight
   std::vector<comm::Work> works;
+  std::vector<std::pair<int, at::Tensor>> wire;  // cast buckets in flight: bucket, its copy in the wire dtype
   ReducerStats stats;
 
   bool communicates() const { return comm && comm->size() > 1; }
+  bool casts() const {
+    return options.communication_dtype != at::ScalarType::Undefined &&
+           options.communication_dtype != buffer.scalar_type();
+  }
 
   void reset() {
     param_ready.assign(params.size(), 0);
@@ -42,6 +47,7 @@ struct BucketReducer::State {
     for (size_t b = 0; b < buckets.size(); ++b) pending[b] = static_cast<int>(buckets[b].params.size());
     next_launch = 0;
     works.clear();
+    wire.clear();
   }
 
   void launch(int b) {  // caller holds mutex
@@ -49,8 +55,24 @@ struct BucketReducer::State {
     if (on_ready) on_ready(spec.begin, spec.end);
     if (communicates()) {
       at::Tensor slice = buffer.narrow(0, spec.begin, spec.numel());
+      if (casts()) {
+        slice = slice.to(options.communication_dtype);
+        wire.emplace_back(b, slice);
+      }
       if (scaling.pre != 1.0) slice.mul_(scaling.pre);
       works.push_back(comm->all_reduce(slice, comm::ReduceOp::kSum, /*async=*/true));
+    }
+  }
+
+  // After the buckets' sums arrived: the post-scale, in the wire dtype for cast buckets.
+  void post_scale() {
+    if (!casts()) {
+      if (scaling.post != 1.0) buffer.mul_(scaling.post);
+      return;
+    }
+    for (auto& [b, w] : wire) {
+      if (scaling.post != 1.0) w.mul_(scaling.post);
+      buffer.narrow(0, buckets[b].begin, buckets[b].numel()).copy_(w);
     }
   }
 
@@ -162,7 +184,7 @@ void BucketReducer::finish() {
   s.stats.finish_wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
   if (s.communicates()) {
     s.stats.steps += 1;
-    if (s.scaling.post != 1.0) s.buffer.mul_(s.scaling.post);
+    s.post_scale();
   }
   s.reset();
 }

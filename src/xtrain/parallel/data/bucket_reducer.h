@@ -30,6 +30,10 @@ struct ReducerOptions {
   bool overlap = true;                   // zero_optimization.overlap_comm; false: all at finish()
   bool prescale_gradients = false;       // DeepSpeed keys, see gradient_scaling()
   double gradient_predivide_factor = 1.0;
+  // communication_data_type: a bucket of another dtype is cast to this one, multiplied by the
+  // pre-scale, summed, multiplied by the post-scale and cast back, all in this dtype (DeepSpeed's
+  // engine.allreduce_bucket). Undefined: the buffer's own dtype.
+  at::ScalarType communication_dtype = at::ScalarType::Undefined;
 };
 
 struct ReducerParam {

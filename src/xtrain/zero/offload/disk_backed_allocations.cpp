@@ -13,6 +13,7 @@
 
 #include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
+#include "xtrain/base/log.h"
 
 namespace xtrain::zero {
 
@@ -76,11 +77,26 @@ struct DiskBackedAllocations::Impl : c10::Allocator {
 
 // impl_ is never freed: a storage remembers the allocator that made it (for resize_), so it must
 // outlive every block.
-DiskBackedAllocations::DiskBackedAllocations(const std::string& dir, int64_t min_bytes) : impl_(new Impl) {
+void require_nvme_folder(const std::string& path, const std::string& key) {
+  const auto short_key = key.substr(key.find('.') + 1);  // "offload_param.nvme_path"
+  XTRAIN_USAGE_CHECK(!path.empty(), "zero: ", short_key.substr(0, short_key.find('.')), ".device nvme needs ",
+                     short_key, " (", key, ")");
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  XTRAIN_USAGE_CHECK(!ec && ::access(dir.c_str(), W_OK) == 0, "zero: \"", dir, "\" is not a writable folder",
-                     " (zero_optimization.offload_param.nvme_path)");
+  if (!std::filesystem::exists(path, ec)) {
+    std::filesystem::create_directories(path, ec);
+    XTRAIN_USAGE_CHECK(!ec, "zero: ", short_key, " \"", path, "\" does not exist and cannot be created: ",
+                       ec.message(), " (", key, ")");
+    log::warn("zero: ", short_key, " \"", path, "\" did not exist; created it, as DeepSpeed does (", key,
+              "); if an existing NVMe folder was meant, check the path");
+  }
+  XTRAIN_USAGE_CHECK(std::filesystem::is_directory(path, ec), "zero: ", short_key, " \"", path,
+                     "\" is not a folder (", key, ")");
+  XTRAIN_USAGE_CHECK(::access(path.c_str(), W_OK | X_OK) == 0, "zero: ", short_key, " \"", path,
+                     "\" is not writable: ", std::strerror(errno), " (", key, ")");
+}
+
+DiskBackedAllocations::DiskBackedAllocations(const std::string& dir, int64_t min_bytes) : impl_(new Impl) {
+  require_nvme_folder(dir, "zero_optimization.offload_param.nvme_path");
   impl_->dir = dir;
   impl_->min_bytes = min_bytes;
   previous_ = c10::GetAllocator(c10::DeviceType::CPU);

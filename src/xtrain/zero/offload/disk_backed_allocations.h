@@ -24,6 +24,12 @@ int64_t disk_backed_live_bytes();
 // construction blocks as used).
 int64_t disk_backed_bytes_freed_on_node();
 
+// An nvme_path must be a writable folder. A missing one is created, as DeepSpeed's swappers do
+// (os.makedirs), with a warning naming the path and `key` ("zero_optimization.offload_param.nvme_path"):
+// a mistyped path would otherwise put the offloaded state on another disk without a word. One that
+// cannot be created, is a file or is not writable is a UsageError naming both.
+void require_nvme_folder(const std::string& path, const std::string& key);
+
 class DiskBackedAllocations {
  public:
   explicit DiskBackedAllocations(const std::string& dir, int64_t min_bytes = int64_t{1} << 20);

@@ -30,8 +30,7 @@ constexpr const char* kPathKey = "zero_optimization.offload_optimizer.nvme_path"
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 std::string make_folder(const std::string& nvme_path, int64_t rank) {
-  XTRAIN_USAGE_CHECK(!nvme_path.empty(), "zero: offload_optimizer.device nvme needs offload_optimizer.nvme_path (",
-                     kPathKey, ")");
+  require_nvme_folder(nvme_path, kPathKey);
   const std::string folder = c10::str(nvme_path, "/xtrain_rank", rank, "_", ::getpid());
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
