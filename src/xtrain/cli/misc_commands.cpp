@@ -7,8 +7,10 @@
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/base/error.h"
+#include "xtrain/comm/rank_info.h"
 #include "xtrain/config/config.h"
 #include "xtrain/engine/model_parallel.h"
+#include "xtrain/engine/run_checks.h"
 
 namespace xtrain::cli {
 
@@ -52,23 +54,29 @@ Command add_ckpt(CLI::App& app) {
 }
 
 Command add_config(CLI::App& app) {
-  auto* cmd = app.add_subcommand("config", "Print the resolved config (every key), or the config reference");
+  auto* cmd = app.add_subcommand("config", "Check a config as `xtrain train` would (every check made before any work) "
+                                           "and print it resolved (every key), or print the config reference");
   auto path = std::make_shared<std::string>();
   auto overrides = std::make_shared<std::vector<std::string>>();
   auto docs = std::make_shared<bool>(false);
+  auto world = std::make_shared<int64_t>(0);
   cmd->add_option("--config,-c", *path, "ds_config.json")->check(CLI::ExistingFile);
   cmd->add_option("--set,-s", *overrides, "override a key by dotted path");
+  cmd->add_option("--world-size", *world, "ranks the batch triple is resolved for (default: from the environment, "
+                                          "as `xtrain train` reads it; 1 without a launcher)");
   cmd->add_flag("--docs", *docs, "print the reference (docs/config.md)");
-  return {cmd, [path, overrides, docs] {
+  return {cmd, [path, overrides, docs, world] {
             if (*docs) {
               std::cout << config::markdown_reference();
               return 0;
             }
             config::LoadOptions o;
             o.overrides = *overrides;
+            o.world_size = *world > 0 ? *world : comm::rank_info_from_env().world_size;
             auto loaded = config::load(*path, o);
             for (const auto& w : loaded.warnings) std::cerr << "warning: " << w << "\n";
             for (const auto& n : loaded.notes) std::cerr << "config: " << n << "\n";
+            check_run_config(loaded.config);
             std::cout << config::to_json(loaded.config) << std::endl;
             return 0;
           }};

@@ -9,7 +9,6 @@
 
 namespace xtrain::zero {
 
-namespace {
 void check_supported(const StrategyOptions& o) {
   const auto& z = o.zero;
   XTRAIN_USAGE_CHECK(z.stage >= 0 && z.stage <= 3, "zero: zero_optimization.stage must be 0, 1, 2 or 3, got ", z.stage);
@@ -41,7 +40,6 @@ void check_supported(const StrategyOptions& o) {
                      "\" (zero_optimization.offload_optimizer.device)");
   XTRAIN_USAGE_CHECK(o.alignment > 0, "zero: alignment must be > 0, got ", o.alignment);
 }
-}  // namespace
 
 // CPU offload of the optimizer: on a CPU build the master shard, the moments and the step already
 // live in host memory, so `offload_optimizer.device: cpu` selects the same strategy.

@@ -110,6 +110,10 @@ class Strategy {
   virtual std::vector<at::Tensor> unreduced_gradient(const std::string& name);
 };
 
+// The stage/optimizer/offload combinations ZeRO supports; a UsageError naming the key otherwise.
+// make_strategy runs it; the engine's check_run_config runs it before any work (`xtrain config`).
+void check_supported(const StrategyOptions& options);
+
 // `module` may be null (named parameters only); stage 3 uses it to find its units.
 std::unique_ptr<Strategy> make_strategy(NamedParams params, std::shared_ptr<torch::nn::Module> module,
                                         const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp);

@@ -1,0 +1,112 @@
+#include "xtrain/engine/run_checks.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "xtrain/base/error.h"
+#include "xtrain/data/curriculum.h"
+#include "xtrain/data/difficulty_sampler.h"
+#include "xtrain/monitor/run_monitor.h"
+#include "xtrain/nn/losses.h"
+#include "xtrain/precision/policy.h"
+#include "xtrain/sched/schedule.h"
+#include "xtrain/zero/strategy.h"
+
+namespace xtrain {
+namespace {
+
+// Model and data agreement (what building the run would find out late).
+void check_model_data(const config::Config& c) {
+  const auto& mo = c.model;
+  if (c.data.type == "text") {
+    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: xtrain.model.type \"", mo.type, "\" cannot train on text data;",
+                       " use \"gpt\" (or an image dataset)");
+  } else {
+    XTRAIN_USAGE_CHECK(mo.type != "gpt", "config: xtrain.model.type \"gpt\" needs text data (xtrain.data.type=text)");
+  }
+  if (c.activation_checkpointing.enabled) {
+    XTRAIN_USAGE_CHECK(mo.type == "gpt", "models: activation_checkpointing.enabled needs a gpt model (its blocks are "
+                       "the checkpoint units), got ", mo.type);
+  }
+}
+
+void check_parallel(const config::Config& c) {
+  const auto& mo = c.model;
+  if (c.tensor_parallel.size > 1) {
+    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: tensor_parallel.size > 1 needs xtrain.model.type \"gpt\", got \"",
+                       mo.type, "\"");
+    XTRAIN_USAGE_CHECK(c.loss.type == "cross_entropy" && c.loss.label_smoothing == 0.0,
+                       "config: tensor_parallel.size > 1 trains with plain cross-entropy (the vocabulary-parallel loss);"
+                       " remove xtrain.loss.type / xtrain.loss.label_smoothing");
+    XTRAIN_USAGE_CHECK(c.zero_optimization.stage <= 2, "config: tensor_parallel.size > 1 works with ZeRO stages 0-2, got "
+                       "zero_optimization.stage ", c.zero_optimization.stage);
+  }
+  if (c.pipeline.stages > 1) {
+    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: pipeline.stages > 1 needs xtrain.model.type \"gpt\", got \"", mo.type,
+                       "\"");
+  }
+}
+
+void check_data_order(const config::Config& c) {
+  if (c.curriculum_learning.enabled) {
+    XTRAIN_USAGE_CHECK(c.data.type == "text", "config: curriculum_learning (seqlen) needs text data (xtrain.data.type=text)");
+    XTRAIN_USAGE_CHECK(c.curriculum_learning.max_difficulty <= c.model.seq_len,
+                       "config: curriculum_learning.max_difficulty (", c.curriculum_learning.max_difficulty,
+                       ") must be <= xtrain.model.seq_len (", c.model.seq_len, ")");
+    data::CurriculumScheduler check(c.curriculum_learning);
+  }
+  if (c.data.ordering.enabled) data::validate_ordering(c.data.ordering);
+}
+
+// The options the engine and the monitor build, checked by the areas that own them.
+void check_precision(const config::Config& c) {
+  precision::check_cpu_supported(
+      precision::make_policy(c.fp16, c.bf16, c.amp, /*cuda=*/false, c.engine.grad_accum_dtype));
+}
+
+void check_zero(const config::Config& c) {
+  zero::StrategyOptions so;
+  so.zero = c.zero_optimization;
+  so.aio = c.aio;
+  so.optimizer = c.optimizer;
+  so.allow_untested_optimizer = c.engine.zero_allow_untested_optimizer;
+  zero::check_supported(so);
+}
+
+void check_loss_and_schedule(const config::Config& c) {
+  nn::make_loss(c.loss);
+  sched::make_schedule(c.scheduler, c.optimizer.lr());
+}
+
+void check_monitor(const config::Config& c) {
+  monitor::RunMonitorOptions mo;
+  mo.tensorboard = c.tensorboard;
+  mo.csv_monitor = c.csv_monitor;
+  mo.flops_profiler = c.flops_profiler;
+  mo.monitor = c.monitor;
+  monitor::check_options(mo);
+}
+
+}  // namespace
+
+void check_run_config(const config::Config& c) {
+  std::vector<std::string> errors;
+  using Check = std::function<void(const config::Config&)>;
+  for (const Check& check : {Check(check_model_data), Check(check_parallel), Check(check_data_order),
+                             Check(check_precision), Check(check_zero), Check(check_loss_and_schedule),
+                             Check(check_monitor)}) {
+    try {
+      check(c);
+    } catch (const UsageError& e) {
+      errors.emplace_back(e.what());
+    }
+  }
+  if (errors.empty()) return;
+  if (errors.size() == 1) throw UsageError(errors.front());
+  std::string m = c10::str("config: ", errors.size(), " errors:");
+  for (const auto& e : errors) m += "\n  " + e;
+  throw UsageError(m);
+}
+
+}  // namespace xtrain
