@@ -1,9 +1,10 @@
-// `xtrain train`, `xtrain eval`, `xtrain generate`: thin wrappers over engine/trainer.h.
+// `xtrain train` and `xtrain generate`: thin wrappers over engine/trainer.h (`eval`: eval_command.cpp).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
 #include "xtrain/base/log.h"
+#include "xtrain/base/utf8.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/engine/trainer.h"
 #include "xtrain/monitor/progress.h"
@@ -30,27 +31,6 @@ Command add_train(CLI::App& app) {
           }};
 }
 
-Command add_eval(CLI::App& app) {
-  auto* cmd = app.add_subcommand("eval", "Validation loss / accuracy of a run's latest checkpoint");
-  auto run_dir = std::make_shared<std::string>();
-  auto batches = std::make_shared<int64_t>(0);
-  auto tag = std::make_shared<std::string>();
-  cmd->add_option("--run,-r", *run_dir, "run directory")->required();
-  cmd->add_option("--batches", *batches, "validation micro-batches (default: all)");
-  cmd->add_option("--tag", *tag, "checkpoint tag (default: latest)");
-  return {cmd, [run_dir, batches, tag] {
-            auto run = load_trained_run(*run_dir, *tag);
-            auto splits = data::open_datasets(run.config.data, run.config.model.seq_len, data::default_cache_dir());
-            const auto r = evaluate(run.model, *splits.val, run.config, *batches);
-            std::cout << "checkpoint: " << run.checkpoint_dir << "\n";
-            std::cout << "val loss: " << r.loss << "\n";
-            if (run.model.task == "lm") std::cout << "val perplexity: " << std::exp(r.loss) << "\n";
-            if (r.accuracy >= 0) std::cout << "val accuracy: " << 100.0 * r.accuracy << "%\n";
-            std::cout << "samples: " << r.samples << "\n";
-            return 0;
-          }};
-}
-
 Command add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained GPT");
   struct Args {
@@ -58,6 +38,7 @@ Command add_generate(CLI::App& app) {
     int64_t tokens = 200, top_k = 40;
     double temperature = 0.8;
     uint64_t seed = 1;
+    bool raw = false;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--run,-r", a->run_dir, "run directory")->required();
@@ -67,10 +48,13 @@ Command add_generate(CLI::App& app) {
   cmd->add_option("--top-k,-k", a->top_k, "sample among the k most likely (0: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", a->seed, "random seed");
   cmd->add_option("--tag", a->tag, "checkpoint tag (default: latest)");
+  cmd->add_flag("--raw", a->raw, "write the bytes as generated (default: bytes that are not UTF-8, and control "
+                                 "characters, shown as \\xNN)");
   return {cmd, [a] {
             auto run = load_trained_run(a->run_dir, a->tag);
-            std::cout << a->prompt << generate_text(run.model, a->prompt, a->tokens, a->temperature, a->top_k, a->seed)
-                      << std::endl;
+            const std::string text =
+                a->prompt + generate_text(run.model, a->prompt, a->tokens, a->temperature, a->top_k, a->seed);
+            std::cout << (a->raw ? text : printable_text(text)) << std::endl;
             return 0;
           }};
 }

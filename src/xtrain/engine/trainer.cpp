@@ -15,6 +15,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
 #include "xtrain/base/env.h"
+#include "xtrain/base/utf8.h"
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/comm/communicator.h"
 #include "xtrain/data/curriculum.h"
@@ -298,43 +299,6 @@ void log_start(const Setup& s, const std::string& run_dir) {
   log::info("memory: model states ", mb(measured), " MB per rank (ZeRO stage ", c.zero_optimization.stage,
             " formula: ", mb(est.total()), " MB)");
 }
-
-}  // namespace
-
-EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, const config::Config& config,
-                    int64_t batches) {
-  at::NoGradGuard no_grad;
-  const bool was_training = model.module->is_training();
-  model.module->eval();
-  const int64_t micro = *config.engine.train_micro_batch_size_per_gpu;
-  // A fixed, shuffled order (same seed every time) so repeated evaluations see the same samples.
-  data::DistributedSampler sampler(dataset.size(), /*seed=*/0x5eed, 0, 1);
-  const int64_t available = dataset.size() / micro;
-  const int64_t n = batches <= 0 ? available : std::min(batches, available);
-  auto loss_fn = nn::make_loss(nn::LossOptions{});  // plain cross-entropy: comparable across runs
-  // Image inputs follow the parameters' dtype (a bf16-trained model evaluates in bf16).
-  const auto params = model.module->parameters();
-  const auto dtype = params.empty() ? at::kFloat : params.front().scalar_type();
-  EvalResult r;
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    auto batch = dataset.collate(sampler.next(micro));
-    if (at::isFloatingType(batch.input.scalar_type()) && batch.input.scalar_type() != dtype) {
-      batch.input = batch.input.to(dtype);
-    }
-    const auto logits = model.forward(batch.input);
-    loss_sum += loss_fn(logits, batch.target).item<double>();
-    if (model.task == "classify") correct += logits.argmax(-1).eq(batch.target).sum().item<int64_t>();
-    r.samples += batch.size();
-  }
-  r.loss = n > 0 ? loss_sum / static_cast<double>(n) : NAN;
-  if (model.task == "classify" && r.samples > 0) r.accuracy = static_cast<double>(correct) / r.samples;
-  model.module->train(was_training);
-  return r;
-}
-
-namespace {
 
 std::string trainer_state_file(int rank) { return rank == 0 ? "trainer.json" : c10::str("trainer_rank", rank, ".json"); }
 
@@ -649,7 +613,8 @@ TrainResult train(const TrainRequest& request) {
   if (!losses.empty()) log::info("loss: ", monitor::sparkline(losses, 60));
   const std::string breakdown = mon.summary();
   if (!breakdown.empty()) log::info(breakdown);
-  if (!result.sample.empty()) log::info("sample:\n", c.trainer.generate.prompt, result.sample);
+  // Escaped for the terminal: an early byte-level model samples bytes that are not UTF-8.
+  if (!result.sample.empty()) log::info("sample:\n", printable_text(c.trainer.generate.prompt + result.sample));
   log::info("run directory: ", run_dir);
   return result;
 }

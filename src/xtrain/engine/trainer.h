@@ -10,6 +10,7 @@
 
 #include "xtrain/config/config.h"
 #include "xtrain/data/dataset.h"
+#include "xtrain/engine/evaluate.h"  // EvalResult, evaluate
 #include "xtrain/models/factory.h"
 
 namespace xtrain {
@@ -20,12 +21,6 @@ struct TrainRequest {
   std::string output;                  // run directory; "" = <xtrain.output>/<name>
   bool resume = false;
   bool find_lr = false;
-};
-
-struct EvalResult {
-  double loss = 0.0;
-  double accuracy = -1.0;  // classification only
-  int64_t samples = 0;
 };
 
 struct TrainResult {
@@ -63,8 +58,5 @@ std::string generate_text(const models::Model& model, const std::string& prompt,
                           int64_t top_k, uint64_t seed);
 // The end-of-run sample from xtrain.generate.
 std::string sample_text(const models::Model& model, const config::Config& config);
-// Mean loss (and accuracy) over `batches` validation micro-batches in a fixed order (all when <= 0).
-EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, const config::Config& config,
-                    int64_t batches);
 
 }  // namespace xtrain
