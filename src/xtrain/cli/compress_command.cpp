@@ -5,6 +5,7 @@
 // summary.md. `xtrain export --run DIR` picks that folder up. Thin: the work is in compress/.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/data/sampler.h"
 #include "xtrain/engine/run_dir.h"
+#include "xtrain/engine/smoke.h"
 #include "xtrain/engine/trainer.h"
 #include "xtrain/nn/losses.h"
 
@@ -44,9 +46,28 @@ struct BatchSource {
   data::Batch next() const { return dataset->collate(sampler->next(micro)); }
 };
 
+// XTRAIN_SMOKE (engine/smoke.h): each loop of the pipeline at its smallest (a gradual pruning
+// schedule still ramps: over 4 fine-tuning steps, masks every step).
+void shrink_for_smoke(compress::CompressOptions& o) {
+  if (!smoke::enabled()) return;
+  auto& p = o.pruning;
+  p.finetune.steps = std::min<int64_t>(p.finetune.steps, 4);
+  if (p.gradual) {
+    p.start_step = 0;
+    p.end_step = std::max<int64_t>(1, std::min(p.end_step, p.finetune.steps));
+    p.frequency = 1;
+  }
+  o.quantization.qat.steps = std::min<int64_t>(o.quantization.qat.steps, 2);
+  o.quantization.calibration_batches = std::min<int64_t>(o.quantization.calibration_batches, 2);
+  o.distillation.train.steps = std::min<int64_t>(o.distillation.train.steps, 2);
+  o.evaluation.batches = smoke::cap(o.evaluation.batches, 2);  // 0: all
+  o.evaluation.latency_repeats = std::min<int64_t>(o.evaluation.latency_repeats, 2);
+}
+
 int run_compress(const CompressArgs& a) {
   std::vector<std::string> warnings;
   auto o = compress::parse_compress_options(read_file(a.config_path), a.config_path, &warnings);
+  shrink_for_smoke(o);
   for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
   if (a.calibration_batches >= 0) o.quantization.calibration_batches = a.calibration_batches;
   auto run = load_trained_run(o.distillation.enabled && !o.distillation.teacher_run.empty() ? o.distillation.teacher_run

@@ -16,6 +16,7 @@
 #include "xtrain/base/log.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/config/config.h"
+#include "xtrain/engine/smoke.h"
 #include "xtrain/engine/trainer.h"
 #include "xtrain/monitor/plot.h"
 #include "xtrain/tune/space.h"
@@ -100,6 +101,7 @@ std::string default_study_dir(const std::string& base_config_text) {
 int run_tune(TuneArgs& a) {
   auto& o = a.options;
   const auto space = tune::SearchSpace::load(a.space_path);
+  o.trials = smoke::cap(o.trials, 2);  // XTRAIN_SMOKE (engine/smoke.h): each trial's train shrinks itself
   o.base_config_text = a.config_path.empty() ? default_config_text() : read_file_text(a.config_path);
   if (o.study_dir.empty()) o.study_dir = default_study_dir(o.base_config_text);
   const auto prefix = trial_prefix(a.trial_command);

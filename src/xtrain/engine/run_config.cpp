@@ -10,6 +10,7 @@
 #include "xtrain/comm/rank_info.h"
 #include "xtrain/data/dataset.h"
 #include "xtrain/engine/run_dir.h"
+#include "xtrain/engine/smoke.h"
 #include "xtrain/engine/trainer.h"
 #include "xtrain/models/generate.h"
 #include "xtrain/models/gpt.h"
@@ -18,7 +19,9 @@
 namespace xtrain {
 namespace fs = std::filesystem;
 
-config::Loaded load_run_config(const TrainRequest& request, const std::string& run_dir) {
+namespace {
+
+config::Loaded load_run_config_as_given(const TrainRequest& request, const std::string& run_dir) {
   config::LoadOptions options;
   options.overrides = request.overrides;
   options.world_size = comm::rank_info_from_env().world_size;  // torchrun, Slurm or Open MPI
@@ -31,6 +34,22 @@ config::Loaded load_run_config(const TrainRequest& request, const std::string& r
     return config::load(saved, options);
   }
   return config::load_text(default_config_text(), options, "configs/default.json");
+}
+
+}  // namespace
+
+config::Loaded load_run_config(const TrainRequest& request, const std::string& run_dir) {
+  auto loaded = load_run_config_as_given(request, run_dir);
+  if (!smoke::enabled()) return loaded;
+  // XTRAIN_SMOKE: the same config shrunk (smoke.h), loaded again so every check sees the result.
+  const bool resumed = request.resume && request.config_path.empty() && !run_dir.empty() &&
+                       fs::exists(fs::path(run_dir) / "config.json");
+  const auto shrink = smoke::train_overrides(loaded.config, request.overrides, resumed, request.find_lr);
+  TrainRequest tiny = request;
+  tiny.overrides.insert(tiny.overrides.end(), shrink.begin(), shrink.end());
+  loaded = load_run_config_as_given(tiny, run_dir);
+  loaded.notes.push_back("XTRAIN_SMOKE: tiny settings: --set " + c10::Join(" --set ", shrink));
+  return loaded;
 }
 
 std::string generate_text(const models::Model& model, const std::string& prompt, int64_t tokens, double temperature,

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Runs every command line of README.md and docs/*.md with XTRAIN_SMOKE=1 (tiny settings:
+src/xtrain/engine/smoke.h) and fails when one fails, printing the command and its output.
+
+Command blocks are the fenced blocks with no language (or sh/bash/shell/console); a trailing `\\`
+joins lines and `# ...` is a comment. They run in README order, as argv (no shell), in a fresh
+folder holding links to the repository's configs/ and bench/. Before them the README's own
+training command runs with `--output runs/mine`, so the commands that use that run find it.
+Placeholders get the concrete values of SUBSTITUTIONS; commands that need another machine (or a
+GPU) are in SKIP, with the reason, and are reported, never dropped silently. `dashboard` is a
+server: started, probed on 127.0.0.1, stopped. A table entry that matches no command is an error
+too (the README changed: update the table).
+
+usage: readme_commands.py BUILD/xtrain [--source DIR] [--only REGEX] [--keep]
+"""
+import argparse
+import glob
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+SUBCOMMANDS = ["train", "eval", "generate", "ckpt", "config", "dashboard", "tune", "compress", "export", "launch"]
+
+# Normalised command (tokens joined by one space) -> why it cannot run here.
+SKIP = {
+    "scripts/test": "runs the whole ctest suite, which contains this test (recursion; tens of minutes)",
+    "build/xtrain launch -N 8 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 -- train --config my.json":
+        "two machines (--nnodes 2, the master at 10.0.0.1)",
+    "build/xtrain launch -N 8 --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 -- train --config my.json":
+        "two machines (--nnodes 2, the master at 10.0.0.1)",
+    "build/xtrain launch --hostfile hosts --include node1@node2:0,1 -- train --config my.json":
+        "other machines over ssh (node1, node2 of a hostfile)",
+    "srun -n 16 build/xtrain train --config my.json": "a Slurm cluster (srun, 16 ranks)",
+    "mpirun -np 16 build/xtrain train --config my.json": "Open MPI's mpirun (not installed here), 16 ranks",
+}
+
+
+# A whole line that stands for several commands.
+LINE_SUBSTITUTIONS = {
+    # One README line names two things: the top-level help and each command's help.
+    "build/xtrain --help, build/xtrain <command> --help":
+        ["build/xtrain --help"] + ["build/xtrain %s --help" % c for c in SUBCOMMANDS],
+}
+
+
+def token_substitutions(ctx):
+    """Placeholder text inside an argument -> its value here (str.replace, in this order)."""
+    return [
+        # The README's own example config (its ```json block) stands for the user's file.
+        ("my_ds_config.json", ctx["example_config"]),
+        ("my.json", ctx["example_config"]),
+        # A disk for NVMe offload: a folder of the test's own.
+        ("/mnt/nvme", ctx["nvme"]),
+        # The study the README's previous tune command created.
+        ("runs/tune-<time>", latest_study(ctx)),
+    ]
+
+
+def latest_study(ctx):
+    studies = sorted(glob.glob(os.path.join(ctx["cwd"], "runs", "tune-*")))
+    return os.path.relpath(studies[-1], ctx["cwd"]) if studies else "runs/tune-<time>"
+
+
+def fenced_blocks(text):
+    """(info string, lines) of every fenced block."""
+    blocks, current, info = [], None, ""
+    for line in text.splitlines():
+        fence = re.match(r"^\s*```(.*)$", line)
+        if fence and current is None:
+            current, info = [], fence.group(1).strip()
+        elif fence:
+            blocks.append((info, current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def command_lines(lines):
+    """Logical command lines: continuation lines joined, comments and blank lines dropped."""
+    out, pending = [], ""
+    for line in lines:
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        if not full or full.startswith("#"):
+            continue
+        # A comment is "  # ..." after the command (shlex would also cut a '#' inside a word).
+        full = re.split(r"\s+#\s", full, maxsplit=1)[0].strip()
+        out.append(full)
+    return out
+
+
+def collect(source):
+    """(file, line text) of every command, README first, then docs/*.md in name order."""
+    files = [os.path.join(source, "README.md")] + sorted(glob.glob(os.path.join(source, "docs", "*.md")))
+    commands, example = [], None
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for info, lines in fenced_blocks(text):
+            if info == "json" and path.endswith("README.md") and example is None:
+                example = "\n".join(lines) + "\n"
+            if info in ("", "sh", "bash", "shell", "console"):
+                commands += [(os.path.relpath(path, source), c) for c in command_lines(lines)]
+    return commands, example
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def expand(line):
+    """argv lists for one README line; an optional `[--flag]` gives the command without and with it."""
+    out = []
+    for text in LINE_SUBSTITUTIONS.get(line, [line]):
+        variants = [[]]
+        for token in shlex.split(text):
+            optional = re.fullmatch(r"\[(.+)\]", token)
+            if optional:
+                variants = variants + [v + [optional.group(1)] for v in variants]
+            else:
+                variants = [v + [token] for v in variants]
+        out += variants
+    return out
+
+
+def resolve(argv, ctx):
+    programs = {"build/xtrain": ctx["xtrain"], "scripts/xtrain": os.path.join(ctx["source"], "scripts", "xtrain")}
+    out = [programs.get(argv[0], argv[0])]
+    for token in argv[1:]:
+        for placeholder, value in token_substitutions(ctx):
+            token = token.replace(placeholder, value)
+        out.append(token)
+    return out
+
+
+def run(argv, ctx, timeout=150):
+    """(ok, output): the command in its own process group, killed whole on a timeout."""
+    try:
+        p = subprocess.Popen(argv, cwd=ctx["cwd"], env=ctx["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    except OSError as e:  # no such program
+        return False, "cannot start: %s" % e
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode == 0, out.decode("utf-8", "replace") + "\n[exit %d]" % p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return False, out.decode("utf-8", "replace") + "\n[killed after %d s]" % timeout
+
+
+def run_server(argv, ctx):
+    """dashboard: start it on a free port, GET / and /api/runs on 127.0.0.1, stop it."""
+    port = free_port()
+    argv = argv + ["--port", str(port)]
+    p = subprocess.Popen(argv, cwd=ctx["cwd"], env=ctx["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    probes, ok = [], False
+    deadline = time.time() + 30
+    while time.time() < deadline and p.poll() is None:
+        try:
+            page = urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=5)
+            runs = urllib.request.urlopen("http://127.0.0.1:%d/api/runs" % port, timeout=5).read().decode()
+            probes.append("GET / -> %d; GET /api/runs -> %s" % (page.status, runs[:300]))
+            ok = page.status == 200 and "mine" in runs  # the run the setup made is listed
+            break
+        except OSError as e:
+            probes.append("not yet: %s" % e)
+            time.sleep(0.5)
+    if p.poll() is None:
+        p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            probes.append("did not stop within 10 s of SIGINT")
+            ok = False
+    out = p.stdout.read().decode("utf-8", "replace")
+    return ok, out + "\n" + "\n".join(probes[-3:]) + "\n[exit %s]" % p.returncode
+
+
+def setup(ctx, source):
+    os.makedirs(ctx["nvme"], exist_ok=True)
+    for folder in ("configs", "bench"):
+        os.symlink(os.path.join(source, folder), os.path.join(ctx["cwd"], folder))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("xtrain", help="the built program (build/xtrain)")
+    ap.add_argument("--source", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    ap.add_argument("--only", default="", help="run only the commands matching this regex (after the setup run)")
+    ap.add_argument("--keep", action="store_true", help="keep the working folder")
+    args = ap.parse_args()
+    source = os.path.abspath(args.source)
+    commands, example = collect(source)
+    assert example, "README.md has no ```json example config"
+    cwd = tempfile.mkdtemp(prefix="xtrain-readme-")
+    env = dict(os.environ, XTRAIN_SMOKE="1", XTRAIN_BUILD=os.path.dirname(os.path.abspath(args.xtrain)))
+    ctx = {"xtrain": os.path.abspath(args.xtrain), "source": source, "cwd": cwd, "env": env,
+           "nvme": os.path.join(cwd, "nvme"), "example_config": os.path.join(cwd, "example_ds_config.json")}
+    with open(ctx["example_config"], "w") as f:
+        f.write(example)
+    setup(ctx, source)
+    print("working folder:", cwd, flush=True)
+
+    failures, skipped, used = [], [], set()
+    # The README's training command, into runs/mine, for eval, generate, resume, compress, export.
+    first_train = next(c for _, c in commands if c.startswith("build/xtrain train --config"))
+    todo = [("setup", first_train + " --output runs/mine")] + commands
+    for origin, line in todo:
+        used.update(k for k in LINE_SUBSTITUTIONS if k == line)
+        for argv in expand(line):
+            name = " ".join(argv)
+            if name in SKIP:
+                used.add(name)
+                skipped.append(name)
+                print("SKIP %s  (%s)" % (name, SKIP[name]), flush=True)
+                continue
+            if args.only and origin != "setup" and not re.search(args.only, name):
+                continue
+            real = resolve(argv, ctx)
+            start = time.time()
+            server = argv[1:2] == ["dashboard"] and "--help" not in argv
+            ok, out = run_server(real, ctx) if server else run(real, ctx)
+            print("%-4s %5.1fs  %s: %s" % ("ok" if ok else "FAIL", time.time() - start, origin, name), flush=True)
+            if not ok:
+                failures.append((origin, " ".join(shlex.quote(a) for a in real), out))
+            if origin == "setup" and not ok:
+                break  # everything after needs runs/mine
+    stale = [k for k in list(SKIP) + list(LINE_SUBSTITUTIONS) if k not in used and not args.only]
+    for origin, command, out in failures:
+        print("\n==== FAILED (%s): %s\n%s" % (origin, command, out[-6000:]))
+    for k in stale:
+        print("\n==== table entry matches no README command (update the test): %s" % k)
+    print("\n%d commands failed, %d skipped by name; working folder %s" % (len(failures), len(skipped), cwd))
+    if not args.keep and not failures:
+        subprocess.run(["rm", "-rf", cwd])
+    return 1 if failures or stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
