@@ -6,7 +6,6 @@
 'use strict';
 
 (() => {
-  const token = new URLSearchParams(location.search).get('token') || '';
   const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd',
                    '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
   const NOT_METRICS = new Set(['step', 'time', 'event', 'text']);
@@ -22,13 +21,9 @@
     renders: 0,
   };
 
-  function withToken(url) {
-    if (!token) return url;
-    return url + (url.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token);
-  }
-
+  // Requests carry the session cookie (same origin); the token never appears in the page.
   function api(path) {
-    return fetch(withToken(path), {cache: 'no-store'}).then((r) => {
+    return fetch(path, {cache: 'no-store'}).then((r) => {
       if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
       return r.json();
     });
@@ -289,7 +284,7 @@
   }
 
   function connect() {
-    const events = new EventSource(withToken('/api/events'));
+    const events = new EventSource('/api/events');
     events.addEventListener('reset', () => {
       for (const run of state.runs.values()) run.records = [];
       state.connected = true;
@@ -314,7 +309,18 @@
     });
     events.onerror = () => {
       state.connected = false;
-      setStatus(token ? 'disconnected (wrong token?) — retrying' : 'disconnected — retrying', 'error');
+      if (events.readyState !== EventSource.CLOSED) {  // the browser reconnects by itself
+        setStatus('disconnected — retrying', 'error');
+        return;
+      }
+      // Refused (401 without the session cookie, 503 when too many pages are open): say which,
+      // and try again later.
+      events.close();
+      fetch('/api/runs', {cache: 'no-store'}).then((r) => r.status).catch(() => 0).then((status) => {
+        setStatus(status === 401 ? 'unauthorized: open the address with ?token=… once'
+                                 : 'disconnected (server busy or stopped) — retrying', 'error');
+        setTimeout(connect, status === 401 ? 30000 : 10000);
+      });
     };
   }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "xtrain/monitor/dashboard_files.h"
 #include "xtrain/monitor/run_reader.h"
 
 namespace xtrain::monitor {
@@ -22,7 +23,7 @@ std::string EventStreams::poll(Cursor& c) const {
     out += "retry: 2000\n" + sse_event("reset", "{}");  // the page drops what it has: all follows
     c.started = true;
   }
-  const auto runs = list_runs(logdir_);
+  const auto runs = list_contained_runs(logdir_);  // no run that links outside the log folder
   std::string names;
   for (const auto& r : runs) names += r.name + "\n";
   if (names != c.run_names) {
@@ -44,7 +45,8 @@ std::string EventStreams::poll(Cursor& c) const {
     offset = chunk.next_offset;
   }
   const auto now = std::chrono::steady_clock::now();
-  if (out.empty() && now - c.last_sent > std::chrono::seconds(15)) out = ": keep-alive\n\n";
+  // A keep-alive every 5 s also finds pages that went away (the write fails), freeing their stream.
+  if (out.empty() && now - c.last_sent > std::chrono::seconds(5)) out = ": keep-alive\n\n";
   if (!out.empty()) c.last_sent = now;
   return out;
 }

@@ -1,7 +1,8 @@
 // The dashboard's server-sent event streams, without the HTTP part: each open page has a Cursor
 // (byte offsets into every run's metrics.jsonl), and poll() returns the SSE text for whatever
 // changed since — "reset" first, "runs" when the set of runs changes, "metrics" with new complete
-// lines, "restart" when a file got shorter, and a comment line as a keep-alive when idle.
+// lines, "restart" when a file got shorter, and a comment line as a keep-alive when idle (5 s).
+// Only runs whose files resolve inside the log folder are read (dashboard_files.h).
 // Files are polled (every poll_seconds) rather than watched: portable, and cheap for a few runs.
 #pragma once
 #include <chrono>

@@ -1,18 +1,20 @@
 // Design choice: the server holds no state about runs — every request and every event stream
 // reads the run folders again (a list of folders and a few file sizes per poll), so runs that
-// start, grow or disappear while the dashboard is up need no bookkeeping.
+// start, grow or disappear while the dashboard is up need no bookkeeping. The token itself is
+// never written anywhere: not in a log line, an error, a page, a URL or a cookie.
 #include "xtrain/monitor/dashboard_server.h"
 
 #include <nlohmann/json.hpp>
 
 #include <atomic>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "xtrain/base/error.h"
+#include "xtrain/monitor/dashboard_auth.h"
 #include "xtrain/monitor/dashboard_events.h"
+#include "xtrain/monitor/dashboard_files.h"
 #include "xtrain/monitor/httplib_includes.h"
 #include "xtrain/monitor/run_reader.h"
 #include "xtrain/monitor/web_assets.h"
@@ -20,78 +22,76 @@
 namespace xtrain::monitor {
 namespace fs = std::filesystem;
 
-struct DashboardServer::Impl {
-  DashboardOptions o;
-  httplib::Server server;
-  std::thread thread;
-  EventStreams streams;
-  explicit Impl(DashboardOptions options) : o(std::move(options)), streams(o.logdir, o.poll_seconds) {}
-};
-
-bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
-
 namespace {
 
-bool same_secret(const std::string& a, const std::string& b) {  // no early exit: constant time
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-std::string host_without_port(const std::string& host) {
-  if (!host.empty() && host[0] == '[') return host.substr(0, host.find(']') + 1);
-  return host.substr(0, host.find(':'));
-}
-
-std::string url_encode(const std::string& s) {  // RFC 3986 unreserved characters stay
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+// What the handlers share (the server and its thread are in Impl).
+struct ServerState {
+  DashboardOptions o;
+  EventStreams streams;
+  const std::string session = random_session();  // the cookie's value: not the token
+  std::atomic<int> port{0};
+  std::atomic<int> open_streams{0};
+  explicit ServerState(DashboardOptions options) : o(std::move(options)), streams(o.logdir, o.poll_seconds) {}
+};
 
 }  // namespace
+
+struct DashboardServer::Impl {
+  ServerState state;
+  httplib::Server server;
+  std::thread thread;
+  explicit Impl(DashboardOptions options) : state(std::move(options)) {}
+};
 
 std::string dashboard_url(const DashboardOptions& o, int port) {
   std::string host = o.host == "0.0.0.0" || o.host == "::" || o.host.empty() ? "127.0.0.1" : o.host;
   if (host.find(':') != std::string::npos && host[0] != '[') host = "[" + host + "]";
-  return "http://" + host + ":" + std::to_string(port) + "/" + (o.token.empty() ? "" : "?token=" + url_encode(o.token));
+  return "http://" + host + ":" + std::to_string(port) + "/";
 }
 
 namespace {
+
+using Handled = httplib::Server::HandlerResponse;
 
 void text(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
   res.set_content(body + "\n", "text/plain; charset=utf-8");
 }
 
-httplib::Server::HandlerResponse authorize(const DashboardOptions& o, const httplib::Request& req,
-                                           httplib::Response& res) {
-  if (!o.token.empty()) {
-    const bool ok = same_secret(req.get_param_value("token"), o.token) ||
-                    same_secret(req.get_header_value("Authorization"), "Bearer " + o.token);
-    if (ok) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    text(res, 401, "401 unauthorized: this dashboard needs its token (open the address xtrain dashboard printed)");
-    return httplib::Server::HandlerResponse::Handled;
+Handled deny(httplib::Response& res) {
+  res.set_header("WWW-Authenticate", "Bearer");
+  res.set_header("Cache-Control", "no-store");
+  text(res, 401,
+       "401 unauthorized: this dashboard needs its token: open its address with ?token=<the --token value> once "
+       "(the browser then keeps a session cookie), or send 'Authorization: Bearer <token>'");
+  return Handled::Handled;
+}
+
+// Runs before routing, so every route (page, files, API, events, and unknown paths) is covered.
+Handled authorize(const ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  const DashboardOptions& o = s.o;
+  if (o.token.empty()) {
+    const std::string host = host_without_port(req.get_header_value("Host"));
+    if (is_loopback_host(o.host) && !host.empty() && !is_loopback_host(host)) {
+      text(res, 403, "403 forbidden: a loopback dashboard answers only to localhost / 127.0.0.1");
+      return Handled::Handled;
+    }
+    return Handled::Unhandled;
   }
-  const std::string host = host_without_port(req.get_header_value("Host"));
-  if (is_loopback_host(o.host) && !host.empty() && !is_loopback_host(host)) {
-    text(res, 403, "403 forbidden: a loopback dashboard answers only to localhost / 127.0.0.1");
-    return httplib::Server::HandlerResponse::Handled;
+  const std::string cookie = session_cookie_name(s.port);
+  if (req.has_param("token")) {  // from the URL: trade it for the cookie, then drop it from the URL
+    if (!same_secret(req.get_param_value("token"), o.token)) return deny(res);
+    res.set_header("Set-Cookie", session_set_cookie(cookie, s.session));
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("Content-Security-Policy", "default-src 'none'");
+    res.status = 200;  // a page that moves on by itself (dashboard_auth.h says why not a 30x)
+    res.set_content(handoff_page(location_without_token(req.path, req.params)), "text/html; charset=utf-8");
+    return Handled::Handled;
   }
-  return httplib::Server::HandlerResponse::Unhandled;
+  const std::string auth = req.get_header_value("Authorization");
+  const bool bearer = auth.rfind("Bearer ", 0) == 0 && same_secret(auth.substr(7), o.token);
+  const bool session = same_secret(cookie_value(req.get_header_value("Cookie"), cookie), s.session);
+  return bearer || session ? Handled::Unhandled : deny(res);
 }
 
 // A path under /static/: relative, no "..", no backslash, no NUL (httplib has decoded %xx already,
@@ -101,16 +101,13 @@ bool is_safe_asset_path(const std::string& p) {
          p.find('\0') == std::string::npos;
 }
 
-void serve_page(const DashboardOptions& o, httplib::Response& res) {
+void serve_page(httplib::Response& res) {
   const WebAsset* page = find_web_asset("index.html");
   if (page == nullptr) return text(res, 500, "500: the dashboard page was not compiled in (web/index.html)");
-  std::string html(page->bytes);
-  const std::string query = o.token.empty() ? "" : "?token=" + url_encode(o.token);
-  for (size_t at; (at = html.find("{{TOKEN_QUERY}}")) != std::string::npos;) html.replace(at, 15, query);
   res.set_header("Content-Security-Policy",
                  "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'");
   res.set_header("Cache-Control", "no-store");
-  res.set_content(html, "text/html; charset=utf-8");
+  res.set_content(std::string(page->bytes), "text/html; charset=utf-8");
 }
 
 void serve_asset(const httplib::Request& req, httplib::Response& res) {
@@ -125,11 +122,13 @@ void serve_run(const DashboardOptions& o, const httplib::Request& req, httplib::
   const std::string name = req.matches[1], what = req.matches[2];
   if (!is_valid_run_name(name)) return text(res, 400, "400 bad run name");
   const fs::path dir = fs::path(o.logdir) / name;
-  if (!fs::is_regular_file(dir / "metrics.jsonl")) return text(res, 404, "404 no such run");
+  const std::string metrics = (dir / "metrics.jsonl").string();
+  if (!fs::is_regular_file(metrics) || !resolves_inside(o.logdir, metrics)) return text(res, 404, "404 no such run");
   res.set_header("Cache-Control", "no-store");
   if (what == "config") {
-    std::ifstream f(dir / "config.json");
-    if (!f) return text(res, 404, "404 this run has no config.json");
+    const std::string config = (dir / "config.json").string();
+    std::ifstream f(config);
+    if (!f || !resolves_inside(o.logdir, config)) return text(res, 404, "404 this run has no config.json");
     return res.set_content(std::string(std::istreambuf_iterator<char>(f), {}), "application/json");
   }
   const MetricsChunk c = read_metrics(dir.string(), 0);
@@ -138,11 +137,26 @@ void serve_run(const DashboardOptions& o, const httplib::Request& req, httplib::
                   "application/json");
 }
 
+// Holds one of the max_streams places while any copy of its stream's provider lives.
+struct StreamSlot {
+  std::atomic<int>& open;
+  explicit StreamSlot(std::atomic<int>& counter) : open(counter) {}
+  ~StreamSlot() { open.fetch_sub(1); }
+};
+
 // One event stream per open page; the provider is called again as long as it returns true.
-void attach_events(EventStreams& streams, httplib::Response& res) {
+void attach_events(ServerState& s, httplib::Response& res) {
+  if (s.open_streams.fetch_add(1) >= s.o.max_streams) {
+    s.open_streams.fetch_sub(1);
+    res.set_header("Retry-After", "10");
+    return text(res, 503, c10::str("503: ", s.o.max_streams, " event streams are open already (one per open page; "
+                                   "xtrain dashboard --max-streams raises the bound)"));
+  }
+  auto slot = std::make_shared<StreamSlot>(s.open_streams);
   auto cursor = std::make_shared<EventStreams::Cursor>();
   res.set_header("Cache-Control", "no-store");
-  res.set_chunked_content_provider("text/event-stream", [&streams, cursor](size_t, httplib::DataSink& sink) {
+  EventStreams& streams = s.streams;
+  res.set_chunked_content_provider("text/event-stream", [&streams, cursor, slot](size_t, httplib::DataSink& sink) {
     const std::string chunk = streams.poll(*cursor);
     if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;  // the page went away
     if (!streams.wait()) sink.done();
@@ -159,8 +173,13 @@ DashboardServer::DashboardServer(DashboardOptions options) : impl_(std::make_uni
 DashboardServer::~DashboardServer() { stop(); }
 
 int DashboardServer::bind() {
-  const auto& o = impl_->o;
+  const auto& o = impl_->state.o;
+  XTRAIN_USAGE_CHECK(is_loopback_host(o.host) || !o.token.empty(), "dashboard: --host ", o.host,
+                     " is not a loopback address, so anyone who can reach this machine could read these runs: "
+                     "add --token T (a secret every request must carry; e.g. --token $(openssl rand -hex 16)), "
+                     "or listen on this machine only with --host 127.0.0.1");
   XTRAIN_USAGE_CHECK(o.port >= 0 && o.port <= 65535, "dashboard: --port must be in 0..65535, got ", o.port);
+  XTRAIN_USAGE_CHECK(o.max_streams >= 1, "dashboard: --max-streams must be >= 1, got ", o.max_streams);
   if (o.port == 0) {
     port_ = impl_->server.bind_to_any_port(o.host);
   } else {
@@ -168,6 +187,7 @@ int DashboardServer::bind() {
   }
   XTRAIN_USAGE_CHECK(port_ > 0, "dashboard: cannot listen on ", o.host, ":", o.port,
                      " (address in use, or not an address of this machine); try --port 0 for any free port");
+  impl_->state.port = port_;
   return port_;
 }
 
@@ -180,38 +200,40 @@ int DashboardServer::start() {
 }
 
 void DashboardServer::stop() {
-  impl_->streams.stop();
+  impl_->state.streams.stop();
   impl_->server.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 void DashboardServer::add_routes() {
-  Impl& s = *impl_;
-  auto& srv = s.server;
+  ServerState& s = impl_->state;
+  auto& srv = impl_->server;
   const DashboardOptions& o = s.o;
-  srv.new_task_queue = [] { return new httplib::ThreadPool(32); };  // each open page holds one for its events
+  // Every open page holds a thread for its event stream; the rest serve the API and files.
+  const int threads = o.max_streams + 16;
+  srv.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   srv.set_default_headers({{"X-Content-Type-Options", "nosniff"},
                            {"Referrer-Policy", "no-referrer"},
                            {"X-Frame-Options", "DENY"}});
-  srv.set_pre_routing_handler([&o](const httplib::Request& req, httplib::Response& res) {
-    return authorize(o, req, res);
+  srv.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    return authorize(s, req, res);
   });
   srv.set_error_handler(httplib::Server::HandlerWithResponse(
       [](const httplib::Request&, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (!res.body.empty()) return Handled::Unhandled;
         text(res, res.status, std::to_string(res.status) + (res.status == 404 ? " not found" : " error"));
-        return httplib::Server::HandlerResponse::Handled;
+        return Handled::Handled;
       }));
-  srv.Get("/", [&o](const httplib::Request&, httplib::Response& res) { serve_page(o, res); });
-  srv.Get("/index.html", [&o](const httplib::Request&, httplib::Response& res) { serve_page(o, res); });
+  srv.Get("/", [](const httplib::Request&, httplib::Response& res) { serve_page(res); });
+  srv.Get("/index.html", [](const httplib::Request&, httplib::Response& res) { serve_page(res); });
   srv.Get(R"(/static/(.*))", serve_asset);
   srv.Get("/api/runs", [&o](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
-    res.set_content(runs_json(list_runs(o.logdir)), "application/json");
+    res.set_content(runs_json(list_contained_runs(o.logdir)), "application/json");
   });
   srv.Get(R"(/api/runs/([^/]+)/(metrics|config|breakdown))",
           [&o](const httplib::Request& req, httplib::Response& res) { serve_run(o, req, res); });
-  srv.Get("/api/events", [&s](const httplib::Request&, httplib::Response& res) { attach_events(s.streams, res); });
+  srv.Get("/api/events", [&s](const httplib::Request&, httplib::Response& res) { attach_events(s, res); });
 }
 
 }  // namespace xtrain::monitor

@@ -8,9 +8,13 @@
 //   /api/runs/<name>/breakdown stage-time table from its time/*_ms metrics (run_reader.h)
 //   /api/events                server-sent events: "reset" on connect, "runs" when the set of runs
 //                              changes, "metrics" {"run", "records"} with every complete line from
-//                              the start of each file and then as lines are appended (files polled)
-// With a token, every request needs `?token=T` or `Authorization: Bearer T` (401 otherwise). Bound
-// to loopback without a token, requests must name a loopback Host (blocks DNS rebinding).
+//                              the start of each file and then as lines are appended (files polled);
+//                              at most max_streams at once (503 + Retry-After beyond)
+// Run files are served only when they resolve inside the log folder (dashboard_files.h).
+// Access: with a token, every route answers 401 unless the request carries `Authorization: Bearer
+// T`, the session cookie, or `?token=T` (then: the cookie, and a page that moves on at once to the
+// same URL without the token; dashboard_auth.h). A non-loopback host without a token is refused at bind(). Bound to loopback
+// without a token, requests must name a loopback Host (blocks DNS rebinding).
 #pragma once
 #include <memory>
 #include <string>
@@ -21,12 +25,13 @@ struct DashboardOptions {
   std::string logdir = "runs";
   std::string host = "127.0.0.1";
   int port = 6006;  // 0: any free port
-  std::string token;  // "" = none
+  std::string token;  // "" = none; required unless host is loopback
   double poll_seconds = 0.5;
+  // Open event streams at once (one per open page; each holds a server thread while open).
+  int max_streams = 16;
 };
 
-bool is_loopback_host(const std::string& host);
-// The address to open: http://<host or 127.0.0.1 for 0.0.0.0/::>:<port>/[?token=<url-encoded>]
+// The address to open: http://<host or 127.0.0.1 for 0.0.0.0/::>:<port>/ (never with the token).
 std::string dashboard_url(const DashboardOptions& options, int port);
 
 class DashboardServer {
@@ -36,7 +41,8 @@ class DashboardServer {
   DashboardServer(const DashboardServer&) = delete;
   DashboardServer& operator=(const DashboardServer&) = delete;
 
-  // Binds the socket; returns the port. UsageError when the address cannot be bound.
+  // Binds the socket; returns the port. UsageError when the options are unsafe (a non-loopback
+  // host without a token) or invalid, or the address cannot be bound.
   int bind();
   // Serves until stop(); bind() first.
   void run();

@@ -2,7 +2,9 @@
 // playwright-core): a dashboard with a token on a free loopback port, two short training runs
 // appearing live, a chart with exactly as many points as metrics.jsonl has lines for it, live
 // growth when lines are appended, the breakdown table, ".." paths and a missing token refused,
-// and a run name made of HTML shown as text. Saves a screenshot to <artifacts>/dashboard.png.
+// the token traded for an HttpOnly cookie and dropped from the address bar (also when the link is
+// followed from another site), and a run name made of HTML shown as text. Saves a screenshot to
+// <artifacts>/dashboard.png.
 // Usage: node dashboard.test.mjs <xtrain binary> <artifacts dir> [--plain-config]
 //   --plain-config: no monitor keys in the training config (for a build without them).
 import { spawn } from 'node:child_process';
@@ -106,17 +108,22 @@ async function main() {
   const url = await waitFor(() => (dash.output.match(/dashboard: (http:\/\/127\.0\.0\.1:\d+\/\S*)/) || [])[1],
                             'the dashboard address on stdout', 20000);
   const port = Number(new URL(url).port);
-  ok(url.includes('token=' + TOKEN), 'dashboard prints its address with the token: ' + url.replace(TOKEN, '<token>'));
+  ok(!dash.output.includes(TOKEN), 'the dashboard never prints its token: ' + dash.output.trim().split('\n')[0]);
+  const entry = url + '?token=' + TOKEN;  // what the user opens once
+  const bearer = {Authorization: 'Bearer ' + TOKEN};
 
   // Refusals, spoken raw (a browser would fold the ".." before sending).
   for (const p of ['/static/../../../../etc/passwd', '/static/%2e%2e/%2e%2e/%2e%2e/etc/passwd', '/static/..%2fweb/app.js']) {
-    const r = await rawGet(port, p + '?token=' + TOKEN);
+    const r = await rawGet(port, p, bearer);
     ok(r.status === 400 && !r.body.includes('root:'), 'traversal ' + p + ' -> ' + r.status);
   }
   for (const p of ['/', '/api/runs', '/static/app.js', '/api/events']) {
     ok((await rawGet(port, p)).status === 401, 'no token: ' + p + ' -> 401');
   }
-  ok((await rawGet(port, '/api/runs', {Authorization: 'Bearer ' + TOKEN})).status === 200, 'bearer token accepted');
+  ok((await rawGet(port, '/api/runs', bearer)).status === 200, 'bearer token accepted');
+  const traded = await rawGet(port, '/?token=' + TOKEN);
+  ok(traded.status === 200 && traded.body.includes('http-equiv="refresh" content="0; url=/"') &&
+     !traded.body.includes(TOKEN), '?token= is answered with a page that moves on to "/" (' + traded.status + ')');
 
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -129,14 +136,24 @@ async function main() {
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
   try {
-    await page.goto(url);
+    await page.goto(entry);
     await waitFor(() => page.evaluate(() => window.xtrainDashboard && window.xtrainDashboard.state.connected),
                   'the event stream to connect');
+    ok(!page.url().includes('token'), 'the token left the address bar: ' + page.url());
+    ok((await page.evaluate(() => document.cookie)) === '', 'the session cookie is HttpOnly (not visible to scripts)');
     ok(await page.isVisible('#no-runs'), 'empty log folder: the page says so');
-    ok((await page.evaluate(() => fetch('/api/runs').then((r) => r.status))) === 401,
-       'a request from the page without the token is refused');
-    await page.waitForTimeout(200);
-    consoleErrors.length = 0;  // that 401 was ours
+    const stranger = await browser.newContext();  // no cookie
+    const refused = await (await stranger.newPage()).goto(url + 'api/runs');
+    ok(refused.status() === 401, 'a browser without the cookie is refused: ' + refused.status());
+    // The link followed from another site (a data: page: an opaque origin, so a cross-site
+    // navigation): the SameSite=Strict cookie must still reach the page after the redirect.
+    const elsewhere = await stranger.newPage();
+    await elsewhere.goto('data:text/html,<a id=go href="' + entry + '">dashboard</a>');
+    await Promise.all([elsewhere.waitForURL(url), elsewhere.click('#go')]);
+    await waitFor(() => elsewhere.evaluate(() => window.xtrainDashboard && window.xtrainDashboard.state.connected),
+                  'the dashboard opened from a link on another site to connect');
+    ok(true, 'the dashboard opened from a link on another site works');
+    await stranger.close();
 
     // Two runs, trained while the page is open: they must appear by themselves.
     await train(dir, logdir, 'gpt-lr3e-3', []);
