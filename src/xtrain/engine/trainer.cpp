@@ -23,6 +23,7 @@
 #include "xtrain/data/loader.h"
 #include "xtrain/engine/engine.h"
 #include "xtrain/engine/model_parallel.h"
+#include "xtrain/engine/run_checks.h"
 #include "xtrain/engine/run_dir.h"
 #include "xtrain/kernels/gemm.h"
 #include "xtrain/models/gpt_checkpointing.h"
@@ -380,6 +381,7 @@ std::string fmt(double v, int precision = 4) {
 double find_lr(const TrainRequest& request) {
   auto loaded = load_run_config(request, "");
   for (const auto& w : loaded.warnings) log::warn(w);
+  check_run_config(loaded.config);
   if (loaded.config.trainer.threads > 0) at::set_num_threads(static_cast<int>(loaded.config.trainer.threads));
   Setup s = build(loaded.config);
   const int64_t steps = std::min<int64_t>(200, loaded.config.trainer.steps);
@@ -509,6 +511,7 @@ TrainResult train(const TrainRequest& request) {
   auto loaded = load_run_config(request, run_dir);
   for (const auto& w : loaded.warnings) log::warn(w);
   for (const auto& n : loaded.notes) log::info("config: ", n);
+  check_run_config(loaded.config);  // what `xtrain config` checks, before any work
   check_checkpoint_storage(loaded.config, rank);
   auto group = join_group(rank, loaded.config);
   if (run_dir.empty()) {  // rank 0 names the run (its clock); the others follow
