@@ -70,33 +70,49 @@ struct GemmPeak {
   std::string shape;
 };
 GemmPeak measure_gemm_peak(c10::Device device, c10::ScalarType dtype, const GemmFn& gemm = {});
+// One shape ("MxKxN"; anything else: 1024^3), best of `batches` batches: the quick check of a
+// cached peak at start.
+double measure_gemm_shape(c10::Device device, c10::ScalarType dtype, const GemmFn& gemm, const std::string& shape,
+                          int batches = 3);
 
 // $XTRAIN_CACHE_DIR/peak_flops.json, else $XDG_CACHE_HOME/xtrain/..., else ~/.cache/xtrain/...;
 // "" when none of them is set.
 std::string default_peak_cache_path();
 
-// The cache file: {"version": 1, "entries": {key: {"flops", "source", "detail", "key"}}}. A
+// The cache file: {"version": 1, "entries": {key: {"flops", "source", "detail", "shape", "key"}}}. A
 // missing or unreadable file is empty; store() keeps the higher of the stored and the new value
 // and rewrites the file atomically (temporary file + rename), so ranks writing at once leave one
 // whole file. Failures to write are logged, not thrown. Delete the file to measure afresh.
+struct CachedPeak {
+  double flops = 0;   // FLOP/s; 0 when absent
+  std::string source;  // "gemm" (measured) or "training" (a training rate above the peak)
+  std::string shape;   // the GEMM shape that reached the best measured rate
+};
 class PeakCache {
  public:
   explicit PeakCache(std::string path) : path_(std::move(path)) {}
-  double find(const PeakKey& key) const;  // FLOP/s; 0 when absent
-  void store(const PeakKey& key, double flops, const std::string& source, const std::string& detail) const;
+  CachedPeak entry(const PeakKey& key) const;
+  double find(const PeakKey& key) const { return entry(key).flops; }
+  // `shape` "" keeps the stored one.
+  void store(const PeakKey& key, double flops, const std::string& source, const std::string& detail,
+             const std::string& shape = "") const;
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
 };
 
-// The peak for `key`: the cached one, or `measure()` stored under `key` ("gemm" source).
+// The peak for `key`: the cached one, or `measure()` stored under `key` ("gemm" source). A cached
+// peak is checked by `probe(shape)` (the rate of its best shape now): a probe more than 5% above
+// it means the cached value was measured on a busy machine (or the library got faster), so the
+// full measurement runs again and the best of both is stored. Without a probe the cache is trusted.
 struct ResolvedPeak {
   double flops = 0;
   bool measured = false;  // false: read from the cache
-  std::string detail;     // "2048x2048x2048" or the cached entry's detail
+  std::string detail;     // what happened, for the log
 };
-ResolvedPeak resolve_peak(const PeakKey& key, const PeakCache& cache, const std::function<GemmPeak()>& measure);
+ResolvedPeak resolve_peak(const PeakKey& key, const PeakCache& cache, const std::function<GemmPeak()>& measure,
+                          const std::function<double(const std::string& shape)>& probe = {});
 
 // "3.29M", "20.13G", "512" (SI prefixes, 4 significant digits).
 std::string si(double value);

@@ -49,7 +49,8 @@ RunMonitor::RunMonitor(RunMonitorOptions options, const std::string& run_dir, co
 RunMonitor::~RunMonitor() = default;
 
 // The peak of the GEMM the layers use, in the dtype they compute in, at this thread count: from
-// the cache, else measured and stored. CUDA measures every run (the key cannot name the GPU).
+// the cache (checked by timing its best shape once more), else measured and stored. CUDA measures
+// every run (the key cannot name the GPU).
 void RunMonitor::init_peak() {
   peak_cache_path_ = o_.peak_cache.empty() ? default_peak_cache_path() : o_.peak_cache == "off" ? "" : o_.peak_cache;
   if (!o_.device.is_cpu()) peak_cache_path_.clear();
@@ -58,7 +59,9 @@ void RunMonitor::init_peak() {
   for (const auto dtype : {o_.bf16 ? at::kBFloat16 : at::kFloat, at::kFloat}) {
     try {
       peak_key_ = peak_key(o_.device, dtype, o_.peak_gemm_name);
-      r = resolve_peak(peak_key_, cache, [&] { return measure_gemm_peak(o_.device, dtype, o_.peak_gemm); });
+      r = resolve_peak(
+          peak_key_, cache, [&] { return measure_gemm_peak(o_.device, dtype, o_.peak_gemm); },
+          [&](const std::string& shape) { return measure_gemm_shape(o_.device, dtype, o_.peak_gemm, shape); });
       break;
     } catch (const c10::Error& e) {  // no bf16 GEMM on this device/build: the fp32 peak
       log::warn("monitor: no ", peak_key_.dtype, " GEMM for the MFU peak (", e.what_without_backtrace(), "); using fp32");
