@@ -52,6 +52,32 @@ TEST(DeepSpeedRules, ExtraBf16KeysAreIgnoredWithOneWarning) {
   EXPECT_TRUE(has(usage_error(R"({"bf16": {"enabeld": true}})"), "did you mean 'bf16.enabled'"));
 }
 
+TEST(DeepSpeedRules, AMisspeltAutoOrNullKeyWarnsAndAnyOtherValueFails) {
+  // FastChat's ZeRO-3 file spells "micro_batch_size_per_gpu": "auto"; DeepSpeed ignores the key and
+  // derives the same micro batch, so the file runs, with the suggestion as a warning.
+  for (const char* value : {"\"auto\"", "null"}) {
+    const auto loaded = load_json(std::string(R"({"train_batch_size": 16, "micro_batch_size_per_gpu": )") + value + "}");
+    EXPECT_EQ(loaded.config.engine.train_batch_size.value_or(0), 16);
+    EXPECT_TRUE(has(all(loaded.warnings), "did you mean 'train_micro_batch_size_per_gpu'")) << all(loaded.warnings);
+  }
+  EXPECT_TRUE(has(usage_error(R"({"train_batch_size": 16, "micro_batch_size_per_gpu": 4})"),
+                  "did you mean 'train_micro_batch_size_per_gpu'"));
+}
+
+TEST(DeepSpeedRules, RefusedFp16KeysChangeNothingWhileFp16IsOff) {
+  const auto off = load_json(R"({"fp16": {"enabled": false, "fp16_master_weights_and_grads": true}})");
+  EXPECT_TRUE(has(all(off.warnings), "fp16.fp16_master_weights_and_grads has no effect")) << all(off.warnings);
+  EXPECT_TRUE(has(usage_error(R"({"fp16": {"enabled": true, "fp16_master_weights_and_grads": true}})"),
+                  "not supported yet: fp16.fp16_master_weights_and_grads"));
+}
+
+TEST(DeepSpeedRules, AWorldSizeThatAutotpDoesNotDivideNamesAutotpSize) {
+  EXPECT_TRUE(has(usage_error(R"({"tensor_parallel": {"autotp_size": 2}})"),
+                  "world size 1 is not divisible by tensor_parallel.autotp_size (2)"));
+  EXPECT_TRUE(has(usage_error(R"({"tensor_parallel": {"size": 2}})"),
+                  "world size 1 is not divisible by tensor_parallel.size (2)"));
+}
+
 TEST(DeepSpeedRules, NullIsTheDefaultWhereDeepSpeedsDefaultIsNull) {
   const auto c = load_json(R"({"activation_checkpointing": {"number_checkpoints": null}, "steps_per_print": null,
                                "communication_data_type": null, "data_types": {"grad_accum_dtype": null},

@@ -94,7 +94,14 @@ void report_unknown(const ReadReport& report, Findings& f) {
     const std::string key = dot == std::string::npos ? u.path : u.path.substr(dot + 1);
     const std::string prefix = dot == std::string::npos ? "" : u.path.substr(0, dot + 1);
     if (auto near = closest_match(key, u.siblings)) {
-      f.errors.push_back("config: unknown key '" + u.path + "' (did you mean '" + prefix + *near + "'?)");
+      // A misspelt "auto" or null changes nothing (the right key would take its default too), so a
+      // real file with one still runs, as it does under DeepSpeed; any other value is an error.
+      const std::string message = "unknown key '" + u.path + "' (did you mean '" + prefix + *near + "'?)";
+      if (u.inert) {
+        f.warnings.push_back("config: ignoring " + message + ": its value changes nothing");
+      } else {
+        f.errors.push_back("config: " + message);
+      }
       continue;
     }
     std::string elsewhere;
@@ -116,8 +123,9 @@ void report_unknown(const ReadReport& report, Findings& f) {
 
 void resolve(Config& c, const LoadOptions& options, std::vector<std::string>& notes) {
   const int64_t model_parallel = std::max<int64_t>(1, c.tensor_parallel.size) * std::max<int64_t>(1, c.pipeline.stages);
+  const char* tp_key = c.tensor_parallel.autotp_size > 0 ? "tensor_parallel.autotp_size" : "tensor_parallel.size";
   XTRAIN_USAGE_CHECK(options.world_size % model_parallel == 0, "config: world size ", options.world_size,
-                     " is not divisible by tensor_parallel.size (", c.tensor_parallel.size, ") * pipeline.stages (",
+                     " is not divisible by ", tp_key, " (", c.tensor_parallel.size, ") * pipeline.stages (",
                      c.pipeline.stages, ")");
   c.dp_world_size = options.world_size / model_parallel;
   auto& e = c.engine;

@@ -169,11 +169,21 @@ void apply_key_statuses(const std::vector<std::pair<std::string, Json>>& present
                         Findings& f) {
   std::unordered_map<std::string, const KeyRow*> by_file_key;
   for (const auto& r : rows) by_file_key.emplace(file_key(r.key), &r);
+  // DeepSpeed reads the fp16 block's other keys only when fp16 is enabled (a file switched to bf16
+  // keeps them): there a refused fp16 key changes nothing, and it is said so.
+  bool fp16_enabled = false;
+  for (const auto& [path, value] : present) {
+    if (path == "fp16.enabled" && value.is_boolean()) fp16_enabled = value.get<bool>();
+  }
   for (const auto& [path, value] : present) {
     const KeyStatus* s = find_key_status(path);
     auto row = by_file_key.find(path);
     if (!s || s->state == KeyState::honoured || row == by_file_key.end()) continue;
     if (value == row->second->default_value) continue;  // the default changes nothing either way
+    if (!fp16_enabled && path.rfind("fp16.", 0) == 0 && s->state == KeyState::refused) {
+      f.warnings.push_back("config: " + path + " has no effect: fp16.enabled is false");
+      continue;
+    }
     if (s->state == KeyState::refused) {
       f.errors.push_back("config: " + refused_message(*s));
     } else {

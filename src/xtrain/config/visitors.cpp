@@ -206,7 +206,8 @@ void JsonReader::forbid(const char* key, const char* reason) {
 void JsonReader::finish() {
   for (auto it = object_.begin(); it != object_.end(); ++it) {
     if (std::find(known_.begin(), known_.end(), it.key()) != known_.end()) continue;
-    report_->unknown.push_back({join_path(path_, it.key()), known_});
+    const bool inert = it.value().is_null() || (it.value().is_string() && it.value().get<std::string>() == "auto");
+    report_->unknown.push_back({join_path(path_, it.key()), known_, inert});
   }
 }
 

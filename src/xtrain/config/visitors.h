@@ -24,6 +24,7 @@ struct ReadReport {
   struct Unknown {
     std::string path;                  // full dotted path
     std::vector<std::string> siblings;  // known keys at the same level
+    bool inert = false;                 // "auto" or null: reading it or not gives the same config
   };
   std::vector<Unknown> unknown;
   std::vector<std::string> warnings;

@@ -11,6 +11,7 @@
 #include "xtrain/nn/losses.h"
 #include "xtrain/precision/policy.h"
 #include "xtrain/sched/schedule.h"
+#include "xtrain/zero/offload/disk_backed_allocations.h"
 #include "xtrain/zero/strategy.h"
 
 namespace xtrain {
@@ -72,6 +73,13 @@ void check_zero(const config::Config& c) {
   so.optimizer = c.optimizer;
   so.allow_untested_optimizer = c.engine.zero_allow_untested_optimizer;
   zero::check_supported(so);
+  const auto& z = c.zero_optimization;
+  if (z.offload_optimizer.device == "nvme") {
+    zero::check_nvme_folder(z.offload_optimizer.nvme_path, "zero_optimization.offload_optimizer.nvme_path");
+  }
+  if (z.stage == 3 && z.offload_param.device == "nvme") {
+    zero::check_nvme_folder(z.offload_param.nvme_path, "zero_optimization.offload_param.nvme_path");
+  }
 }
 
 void check_loss_and_schedule(const config::Config& c) {

@@ -125,13 +125,7 @@ std::unique_ptr<data::Sampler> make_train_sampler(const Setup& s, const std::str
 // sampling); training uses the split logits and the vocabulary-parallel loss.
 models::Model build_tensor_parallel_gpt(const models::ModelOptions& mo, const config::Config& cfg,
                                         std::shared_ptr<comm::Communicator> tp) {
-  XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: tensor_parallel.size > 1 needs xtrain.model.type \"gpt\", got \"",
-                     mo.type, "\"");
-  XTRAIN_USAGE_CHECK(cfg.loss.type == "cross_entropy" && cfg.loss.label_smoothing == 0.0,
-                     "config: tensor_parallel.size > 1 trains with plain cross-entropy (the vocabulary-parallel loss);"
-                     " remove xtrain.loss.type / xtrain.loss.label_smoothing");
-  XTRAIN_USAGE_CHECK(cfg.zero_optimization.stage <= 2, "config: tensor_parallel.size > 1 works with ZeRO stages 0-2, got "
-                     "zero_optimization.stage ", cfg.zero_optimization.stage);
+  // The model type, loss and ZeRO stage were checked by check_run_config (run_checks.cpp) at load.
   auto gpt = models::TensorParallelGPT(mo, tp);
   models::Model m;
   m.module = gpt.ptr();

@@ -77,10 +77,26 @@ struct DiskBackedAllocations::Impl : c10::Allocator {
 
 // impl_ is never freed: a storage remembers the allocator that made it (for resize_), so it must
 // outlive every block.
-void require_nvme_folder(const std::string& path, const std::string& key) {
+void check_nvme_folder(const std::string& path, const std::string& key) {
   const auto short_key = key.substr(key.find('.') + 1);  // "offload_param.nvme_path"
   XTRAIN_USAGE_CHECK(!path.empty(), "zero: ", short_key.substr(0, short_key.find('.')), ".device nvme needs ",
                      short_key, " (", key, ")");
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return;
+  // A missing folder is created at start; it can be only under a writable folder.
+  auto ancestor = std::filesystem::absolute(path, ec).parent_path();
+  while (!ancestor.empty() && !std::filesystem::exists(ancestor, ec) && ancestor != ancestor.parent_path()) {
+    ancestor = ancestor.parent_path();
+  }
+  XTRAIN_USAGE_CHECK(std::filesystem::is_directory(ancestor, ec), "zero: ", short_key, " \"", path,
+                     "\" does not exist and cannot be created: ", ancestor.string(), " is not a folder (", key, ")");
+  XTRAIN_USAGE_CHECK(::access(ancestor.c_str(), W_OK | X_OK) == 0, "zero: ", short_key, " \"", path,
+                     "\" does not exist and cannot be created: ", ancestor.string(), " is not writable (", key, ")");
+}
+
+void require_nvme_folder(const std::string& path, const std::string& key) {
+  check_nvme_folder(path, key);
+  const auto short_key = key.substr(key.find('.') + 1);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     std::filesystem::create_directories(path, ec);

@@ -29,6 +29,9 @@ int64_t disk_backed_bytes_freed_on_node();
 // a mistyped path would otherwise put the offloaded state on another disk without a word. One that
 // cannot be created, is a file or is not writable is a UsageError naming both.
 void require_nvme_folder(const std::string& path, const std::string& key);
+// The same checks without creating anything (`xtrain config`): a missing folder passes when the
+// nearest existing folder above it is writable.
+void check_nvme_folder(const std::string& path, const std::string& key);
 
 class DiskBackedAllocations {
  public:
