@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "launch_self.h"
 #include "xtrain/comm/communicator.h"
-#include "xtrain/launch/launcher.h"
 #include "xtrain/parallel/data/bucket_reducer.h"
 
 namespace {
@@ -194,14 +194,7 @@ void overlap_share(const std::shared_ptr<Communicator>& comm, int reps) {
 
 int main(int argc, char** argv) {
   if (!std::getenv("RANK")) {  // the parent: start 2 ranks of this program
-    xtrain::launch::LaunchOptions o;
-    o.nproc_per_node = 2;
-    o.master_port = 29400 + (::getpid() % 500);
-    char buf[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    o.program = std::string(buf, n > 0 ? n : 0);
-    o.args = {"--rank"};
-    return xtrain::launch::launch(o);
+    return xtrain::bench::launch_self(2, {"--rank"});
   }
   at::set_num_threads(1);
   auto info = xtrain::comm::rank_info_from_env();

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "launch_self.h"
 #include "xtrain/comm/communicator.h"
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
-#include "xtrain/launch/launcher.h"
 #include "xtrain/models/factory.h"
 
 namespace {
@@ -142,14 +142,7 @@ void print(const std::vector<Result>& results, int64_t steps) {
 
 int main(int argc, char** argv) {
   if (!std::getenv("RANK")) {  // the parent: start 2 ranks of this program
-    xtrain::launch::LaunchOptions o;
-    o.nproc_per_node = 2;
-    o.master_port = 29400 + (::getpid() % 500);
-    char buf[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    o.program = std::string(buf, n > 0 ? n : 0);
-    o.args = {argc > 1 ? argv[1] : "150"};
-    return xtrain::launch::launch(o);
+    return xtrain::bench::launch_self(2, {argc > 1 ? argv[1] : "150"});
   }
   at::set_num_threads(1);
   const int64_t steps = std::atoll(argv[1]);
