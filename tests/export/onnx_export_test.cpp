@@ -13,6 +13,7 @@
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/compress/graph/trace.h"
+#include "xtrain/compress/quant/int8_gemm.h"
 #include "xtrain/compress/quant/quantize.h"
 #include "xtrain/export/onnx/onnx_export.h"
 #include "xtrain/models/factory.h"
@@ -68,7 +69,7 @@ struct Exported {
 };
 
 Exported export_and_run(const compress::Graph& g, const compress::QuantPlan* plan, const at::Tensor& x,
-                        const std::string& tag, bool int8) {
+                        const std::string& tag, bool int8, const std::string& optimization = "all") {
   const auto dir = testing::temp_dir("onnx_" + tag);
   ExportOptions o;
   o.int8 = int8;
@@ -76,7 +77,8 @@ Exported export_and_run(const compress::Graph& g, const compress::QuantPlan* pla
   e.report = export_onnx(g, plan, dir + "/model.onnx", o);
   const auto checked = testing::check_onnx(e.report.path);
   EXPECT_NE(checked.find("ok ir_version=8 opset=17"), std::string::npos) << checked;
-  e.ort = testing::run_onnx_runtime(e.report.path, x, e.report.input_name, e.report.output_name, dir).output;
+  e.ort = testing::run_onnx_runtime(e.report.path, x, e.report.input_name, e.report.output_name, dir, 0, 1,
+                                    optimization).output;
   return e;
 }
 
@@ -181,6 +183,12 @@ void expect_within_one_step(const at::Tensor& ort, const at::Tensor& ours, const
   }
 }
 
+// ONNX Runtime fuses QDQ into u8s8 integer kernels; without AVX-512 VNNI its AVX2 kernel multiplies
+// with vpmaddubsw, which saturates 16-bit pair sums (ONNX Runtime's quantisation docs advise VNNI or
+// reduce_range there): off by 0.02-0.12 on an AVX2 EPYC. There the strict comparisons run the QDQ
+// graph as written (float math on dequantised values, exact like xtrain's int32).
+std::string strict_int8_level() { return compress::cpu_has_avx512_vnni() ? "all" : "disabled"; }
+
 TEST(OnnxExport, Int8MlpMatchesInt8Executor) {
   SKIP_WITHOUT_ORT();
   at::NoGradGuard no_grad;
@@ -191,7 +199,7 @@ TEST(OnnxExport, Int8MlpMatchesInt8Executor) {
   compress::calibrate(q, [&](int64_t i) { return calib.narrow(0, i * 16, 16); }, 4);
   compress::convert(q);
   const auto x = calib.narrow(0, 0, 8);
-  const auto e = export_and_run(*q.graph, q.plan.get(), x, "mlp_int8", true);
+  const auto e = export_and_run(*q.graph, q.plan.get(), x, "mlp_int8", true, strict_int8_level());
   EXPECT_EQ(e.report.quantized_layers, 3);
   expect_within_one_step(e.ort, q.model.forward(x), m.forward(x), q, true, "int8 mlp");
 }
@@ -243,7 +251,7 @@ TEST(OnnxExport, Int8GptMatchesInt8Executor) {
   compress::calibrate(q, [&](int64_t i) { return calib.narrow(0, i * 4, 4); }, 2);
   compress::convert(q);
   const auto idx = calib.narrow(0, 0, 2);
-  const auto e = export_and_run(*q.graph, q.plan.get(), idx, "gpt_int8", true);
+  const auto e = export_and_run(*q.graph, q.plan.get(), idx, "gpt_int8", true, strict_int8_level());
   expect_within_one_step(e.ort, q.model.forward(idx), m.forward(idx), q, true, "int8 gpt");
 }
 

@@ -13,11 +13,18 @@
 #include <cmath>
 
 #include "support/fixtures.h"
+#include "xtrain/base/cpu_isa.h"
 
 namespace xtrain::kernels {
 namespace {
 
 using xtrain::testing::expect_close;
+
+// The fused kernel runs on AVX-512 CPUs; elsewhere gelu_tanh is ATen's gelu (its 1 + tanh cancels in
+// the negative tail, and bf16 rounds inside), which these accuracy bounds do not describe.
+#define XTRAIN_SKIP_UNLESS_FUSED_GELU()                                                       \
+  if (base::best_cpu_isa() != base::Isa::kAvx512) GTEST_SKIP() << "the fused GELU needs AVX-512; " \
+                                                                   "this CPU runs ATen's gelu"
 
 // 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))) and its derivative, in float64.
 at::Tensor gelu_ref(const at::Tensor& x) {
@@ -40,6 +47,7 @@ at::Tensor inputs(int64_t n) {
 }
 
 TEST(GeluTanh, Fp32MatchesTheClosedForm) {
+  XTRAIN_SKIP_UNLESS_FUSED_GELU();
   for (int64_t n : {1, 15, 16, 17, 1000, 70001}) {  // vector tails and the parallel split
     const auto x = inputs(std::max<int64_t>(n, 9)).narrow(0, 0, n).contiguous();
     const auto g = at::randn({n});
@@ -50,6 +58,7 @@ TEST(GeluTanh, Fp32MatchesTheClosedForm) {
 }
 
 TEST(GeluTanh, Bf16IsTheRoundedFloat64Result) {
+  XTRAIN_SKIP_UNLESS_FUSED_GELU();
   const auto x = inputs(4099).to(at::kBFloat16);
   const auto g = at::randn({4099}).to(at::kBFloat16);
   const auto y = gelu_tanh_forward(x);
