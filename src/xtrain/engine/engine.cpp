@@ -75,6 +75,7 @@ void Engine::setup(zero::NamedParams params) {
   so.norm_weights = mp_.norm_weights;
   // Tied gradients are combined before the data-parallel reduction, which must not start in backward.
   if (!mp_.tied.empty()) so.zero.overlap_comm = 0;
+  so.param_group = optim::assign_param_groups(params, config_.optimizer);
   params_ = params;
   strategy_ = zero::make_strategy(std::move(params), module_, so, dp_);
   if (module_ && policy_.param_dtype != at::kFloat) {  // floating buffers (BatchNorm statistics) follow
@@ -171,7 +172,7 @@ void Engine::optimizer_step() {
   // clip → step → gather: one fused pass unscales and clips (grad_scale), updates the fp32 master
   // and writes the model's parameters; partitioned strategies then gather them.
   zero::StepHyper h;
-  h.groups = {{last_.lr, config_.optimizer.weight_decay()}, {last_.lr, 0.0}};
+  h.groups = optim::group_hypers(config_.optimizer, last_.lr);
   h.grad_scale = combined_grad_scale(scaled_norm);
   std::tie(h.beta1_override, h.beta2_override) = schedule_->betas_after(k - 1);
   strategy_->step(h);

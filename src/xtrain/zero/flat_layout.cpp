@@ -25,10 +25,10 @@ const ParamSlot& FlatLayout::slot(const std::string& name) const {
   TORCH_CHECK(false, "zero: no parameter named ", name, " in the flat layout");
 }
 
-FlatLayout make_layout(const NamedParams& params, const std::vector<bool>& no_decay, int64_t world_size,
+FlatLayout make_layout(const NamedParams& params, const std::vector<int>& group, int64_t world_size,
                        int64_t alignment) {
   TORCH_INTERNAL_ASSERT(world_size > 0 && alignment > 0);
-  TORCH_INTERNAL_ASSERT(no_decay.empty() || no_decay.size() == params.size());
+  TORCH_INTERNAL_ASSERT(group.empty() || group.size() == params.size());
   FlatLayout layout;
   layout.world_size = world_size;
   layout.alignment = alignment;
@@ -40,7 +40,7 @@ FlatLayout make_layout(const NamedParams& params, const std::vector<bool>& no_de
     slot.shape = t.sizes().vec();
     slot.numel = t.numel();
     slot.offset = offset;
-    slot.group = !no_decay.empty() && no_decay[i] ? 1 : 0;
+    slot.group = group.empty() ? 0 : group[i];
     offset += slot.numel;
     layout.slots.push_back(std::move(slot));
   }

@@ -39,8 +39,8 @@ struct FlatLayout {
   const ParamSlot& slot(const std::string& name) const;
 };
 
-// Slots in the given order; `no_decay[i]` puts parameter i in group 1.
-FlatLayout make_layout(const NamedParams& params, const std::vector<bool>& no_decay, int64_t world_size,
+// Slots in the given order; `group[i]` is parameter i's parameter group (empty: all in group 0).
+FlatLayout make_layout(const NamedParams& params, const std::vector<int>& group, int64_t world_size,
                        int64_t alignment);
 
 // Copies each parameter's current values into `flat`, then makes the parameter a view of its

@@ -37,10 +37,9 @@ PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptio
   TORCH_INTERNAL_ASSERT(stage == 1 || stage == 2);
   XTRAIN_USAGE_CHECK(options_.zero.reduce_bucket_size > 0, "zero: reduce_bucket_size must be > 0, got ",
                      options_.zero.reduce_bucket_size, " (zero_optimization.reduce_bucket_size)");
-  std::vector<bool> no_decay;
-  for (const auto& [name, p] : named_) no_decay.push_back(options_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
+  const auto group = optim::group_indices(named_, options_.param_group);
   const auto units = stage == 1 ? std::vector<int>(named_.size(), 0) : units_by_size(named_, options_.zero.reduce_bucket_size);
-  sl_ = make_shard_layout(named_, no_decay, units, dp_->size(), options_.alignment);
+  sl_ = make_shard_layout(named_, group, units, dp_->size(), options_.alignment);
   norm_ranges_ = weighted_ranges(sl_, rank_, options_.norm_weights);
   const auto dtype = options_.param_dtype;
   reduce_dtype_ = dtype == at::kFloat || options_.grad_accum_dtype == at::kFloat ? at::kFloat : dtype;

@@ -15,9 +15,8 @@ namespace xtrain::zero {
 ReplicatedStrategy::ReplicatedStrategy(NamedParams params, const StrategyOptions& options,
                                        std::shared_ptr<comm::Communicator> dp)
     : options_(options), dp_(std::move(dp)), named_(std::move(params)) {
-  std::vector<bool> no_decay;
-  for (const auto& [name, p] : named_) no_decay.push_back(options_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
-  layout_ = make_layout(named_, no_decay, /*world_size=*/1, options_.alignment);
+  const auto group = optim::group_indices(named_, options_.param_group);
+  layout_ = make_layout(named_, group, /*world_size=*/1, options_.alignment);
   norm_ranges_ = weighted_ranges(layout_, options_.norm_weights);
   allocate(named_);
   segments_ = layout_.segments(0, layout_.numel);

@@ -6,10 +6,10 @@
 
 namespace xtrain::zero {
 
-ShardLayout make_shard_layout(const NamedParams& params, const std::vector<bool>& no_decay,
+ShardLayout make_shard_layout(const NamedParams& params, const std::vector<int>& group,
                               const std::vector<int>& unit_of, int64_t world_size, int64_t alignment) {
   TORCH_INTERNAL_ASSERT(world_size > 0 && alignment > 0 && unit_of.size() == params.size());
-  TORCH_INTERNAL_ASSERT(no_decay.empty() || no_decay.size() == params.size());
+  TORCH_INTERNAL_ASSERT(group.empty() || group.size() == params.size());
   ShardLayout out;
   auto& flat = out.flat;
   flat.world_size = world_size;
@@ -40,7 +40,7 @@ ShardLayout make_shard_layout(const NamedParams& params, const std::vector<bool>
     s.shape = params[i].second.sizes().vec();
     s.numel = params[i].second.numel();
     s.offset = offset;
-    s.group = !no_decay.empty() && no_decay[i] ? 1 : 0;
+    s.group = group.empty() ? 0 : group[i];
     offset += s.numel;
     flat.used += s.numel;
     flat.slots.push_back(std::move(s));

@@ -42,8 +42,9 @@ struct ShardLayout {
   std::vector<Fragment> fragments(int64_t rank) const;
 };
 
-// `unit_of[i]`: the unit of parameter i, non-decreasing from 0 without gaps.
-ShardLayout make_shard_layout(const NamedParams& params, const std::vector<bool>& no_decay,
+// `unit_of[i]`: the unit of parameter i, non-decreasing from 0 without gaps; `group[i]`: its
+// parameter group (empty: all in group 0).
+ShardLayout make_shard_layout(const NamedParams& params, const std::vector<int>& group,
                               const std::vector<int>& unit_of, int64_t world_size, int64_t alignment);
 // Consecutive parameters grouped until a unit holds >= bucket_size elements.
 std::vector<int> units_by_size(const NamedParams& params, int64_t bucket_size);

@@ -164,9 +164,8 @@ Stage3Strategy::Stage3Strategy(NamedParams params, std::shared_ptr<torch::nn::Mo
     ordered.insert(ordered.end(), persistent.begin(), persistent.end());
   }
   named_ = std::move(ordered);
-  std::vector<bool> no_decay;
-  for (const auto& [name, p] : named_) no_decay.push_back(options_.optimizer.no_decay_for_bias_and_norm && p.dim() < 2);
-  sl_ = make_shard_layout(named_, no_decay, unit_of, dp_->size(), options_.alignment);
+  const auto group = optim::group_indices(named_, options_.param_group);
+  sl_ = make_shard_layout(named_, group, unit_of, dp_->size(), options_.alignment);
   norm_ranges_ = weighted_ranges(sl_, rank_, options_.norm_weights);
   units_.resize(sl_.units.size());
   persist_begin_ = partitioned_ < sl_.units.size() ? sl_.units[partitioned_].begin : sl_.flat.numel;

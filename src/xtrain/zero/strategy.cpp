@@ -49,8 +49,9 @@ std::vector<at::Tensor> Strategy::unreduced_gradient(const std::string& name) {
 }
 
 std::unique_ptr<Strategy> make_strategy(NamedParams params, std::shared_ptr<torch::nn::Module> module,
-                                        const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp) {
+                                        StrategyOptions options, std::shared_ptr<comm::Communicator> dp) {
   check_supported(options);
+  if (options.param_group.empty()) options.param_group = optim::assign_param_groups(params, options.optimizer);
   if (options.zero.stage == 0) return std::make_unique<ReplicatedStrategy>(std::move(params), options, std::move(dp));
   if (options.zero.stage == 3) {
     return std::make_unique<Stage3Strategy>(std::move(params), std::move(module), options, std::move(dp));

@@ -15,6 +15,7 @@
 
 #include "xtrain/optim/optimizer.h"
 #include "xtrain/optim/options.h"
+#include "xtrain/optim/param_groups.h"
 #include "xtrain/zero/flat_layout.h"
 #include "xtrain/zero/options.h"
 
@@ -49,11 +50,13 @@ struct StrategyOptions {
   // LayerNorm under tensor parallelism, a tied embedding on two pipeline stages) has weight 1/k in
   // grad_norm_squared(), so the sum over that group counts it once. Absent names weigh 1.
   std::map<std::string, double> norm_weights;
+  // Each parameter's group (optim/param_groups.h): an index into StepHyper::groups.
+  optim::ParamGroupOf param_group;
 };
 
 // What one optimizer step needs besides the gradients.
 struct StepHyper {
-  std::vector<optim::GroupHyper> groups;  // group 0: with weight decay, group 1: without
+  std::vector<optim::GroupHyper> groups;  // per parameter group (StrategyOptions::param_group)
   double grad_scale = 1.0;                // multiplies the reduced gradients (unscale and clip in one)
   double beta1_override = -1.0, beta2_override = -1.0;
 };
@@ -114,8 +117,9 @@ class Strategy {
 // make_strategy runs it; the engine's check_run_config runs it before any work (`xtrain config`).
 void check_supported(const StrategyOptions& options);
 
-// `module` may be null (named parameters only); stage 3 uses it to find its units.
+// `module` may be null (named parameters only); stage 3 uses it to find its units. An empty
+// options.param_group is filled from options.optimizer (optim::assign_param_groups).
 std::unique_ptr<Strategy> make_strategy(NamedParams params, std::shared_ptr<torch::nn::Module> module,
-                                        const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp);
+                                        StrategyOptions options, std::shared_ptr<comm::Communicator> dp);
 
 }  // namespace xtrain::zero

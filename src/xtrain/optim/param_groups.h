@@ -1,0 +1,31 @@
+// Parameter groups: which hyper-parameters (lr, weight decay) each parameter steps with. Produced
+// once, from the named parameters and the optimizer options, and shared by the engine (which
+// fills GroupHyper per step) and every ZeRO strategy (which tags each flat segment with its group).
+// Default: group 0 decays, group 1 ("no_decay": biases and norm weights, parameters with < 2 dims,
+// as nanoGPT) does not, when no_decay_for_bias_and_norm is on.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xtrain/optim/optimizer.h"
+#include "xtrain/optim/options.h"
+
+namespace xtrain::optim {
+
+// Parameter name -> group index (into group_hypers()). Names absent from the map are in group 0.
+using ParamGroupOf = std::map<std::string, int>;
+
+ParamGroupOf assign_param_groups(const std::vector<std::pair<std::string, at::Tensor>>& params,
+                                 const OptimizerOptions& options);
+
+// The hyper-parameters of each group at learning rate `lr` (the schedule's value for this step).
+std::vector<GroupHyper> group_hypers(const OptimizerOptions& options, double lr);
+
+// Group index per parameter, in the order of `params` (for the flat layouts).
+std::vector<int> group_indices(const std::vector<std::pair<std::string, at::Tensor>>& params, const ParamGroupOf& of);
+
+}  // namespace xtrain::optim
