@@ -105,7 +105,7 @@ TEST(MultiScaleAttention, BadArgumentsNameTheArgument) {
 }
 
 TEST(MakeAttention, BuildsWhatTheConfigAsks) {
-  models::AttentionOptions o;
+  AttentionOptions o;
   auto dense = make_attention(32, 4, 64, 0.0, o);
   EXPECT_NE(dense.ptr()->as<CausalSelfAttentionImpl>(), nullptr);
   o.kernel = "dense_flash_cpu";

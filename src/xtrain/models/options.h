@@ -5,19 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "xtrain/nn/options.h"
+
 namespace xtrain::models {
 
-struct AttentionOptions {
-  std::string type = "dense";  // dense | multiscale
-  std::vector<int64_t> windows = {8, 16, 32};
-  std::string kernel = "auto";  // a registered kernel name, or "auto"
-  template <class V>
-  void visit(V& v) {
-    v.choice("type", type, {"dense", "multiscale"}, "attention algorithm");
-    v("windows", windows, "multiscale: window sizes; heads are split among them as evenly as possible");
-    v("kernel", kernel, "kernel name from the registry, or auto (fastest that supports the call)");
-  }
-};
+// `xtrain.model.attention` lives in nn/ (the layer that builds attention); the old name stays.
+using AttentionOptions = nn::AttentionOptions;
 
 struct ModelOptions {
   std::string type = "gpt";  // gpt | resnet18 | mlp

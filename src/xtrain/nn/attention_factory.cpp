@@ -8,7 +8,7 @@
 namespace xtrain::nn {
 
 torch::nn::AnyModule make_attention(int64_t C, int64_t NH, int64_t max_T, double dropout,
-                                    const models::AttentionOptions& options, bool causal) {
+                                    const AttentionOptions& options, bool causal) {
   XTRAIN_USAGE_CHECK(options.type == "dense" || options.type == "multiscale",
                      "nn: xtrain.model.attention.type must be \"dense\" or \"multiscale\", got \"", options.type, "\"");
   if (options.type == "multiscale") {

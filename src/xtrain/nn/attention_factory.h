@@ -1,5 +1,5 @@
 // make_attention: the self-attention module a transformer Block runs, chosen by the config's
-// `xtrain.model.attention` (models::AttentionOptions: an L0 options struct that nn may read).
+// `xtrain.model.attention` (nn::AttentionOptions, in nn/options.h: a plain L0 options struct).
 // Design choice: every choice returns a module with the same interface (forward [B, T, C] ->
 // [B, T, C]) and the same parameter names (qkv, proj), held as a torch::nn::AnyModule, so a Block
 // and its checkpoints do not change with the algorithm.
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "xtrain/models/options.h"
+#include "xtrain/nn/options.h"
 
 namespace xtrain::nn {
 
@@ -17,6 +17,6 @@ namespace xtrain::nn {
 // name (or bidirectional): MultiScaleAttention with no windows, i.e. dense attention through the
 // kernel registry. UsageError naming xtrain.model.attention.* for a bad type, window or kernel.
 torch::nn::AnyModule make_attention(int64_t C, int64_t NH, int64_t max_T, double dropout,
-                                    const models::AttentionOptions& options, bool causal = true);
+                                    const AttentionOptions& options, bool causal = true);
 
 }  // namespace xtrain::nn

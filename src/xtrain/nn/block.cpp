@@ -8,7 +8,7 @@
 namespace xtrain::nn {
 
 BlockImpl::BlockImpl(int64_t C, int64_t NH, int64_t max_T, double dropout,
-                     const models::AttentionOptions& attention) {
+                     const AttentionOptions& attention) {
   ln1 = register_module("ln1", LayerNorm(C));
   attn = make_attention(C, NH, max_T, dropout, attention);
   register_module("attn", attn.ptr());

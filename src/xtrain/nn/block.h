@@ -8,17 +8,17 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
 
-#include "xtrain/models/options.h"
 #include "xtrain/nn/causal_self_attention.h"  // the default attention; users of Block name it
 #include "xtrain/nn/layer_norm.h"
 #include "xtrain/nn/mlp.h"
+#include "xtrain/nn/options.h"
 
 namespace xtrain::nn {
 
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(int64_t C, int64_t NH, int64_t max_T, double dropout,
-            const models::AttentionOptions& attention = models::AttentionOptions());
+            const AttentionOptions& attention = AttentionOptions());
   at::Tensor forward(const at::Tensor& x);  // [B, T, C] -> [B, T, C]
 
   LayerNorm ln1{nullptr};

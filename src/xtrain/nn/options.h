@@ -27,6 +27,19 @@ struct ActivationCheckpointingOptions {
   }
 };
 
+// `xtrain.model.attention` (ours): the attention a transformer Block runs (nn::make_attention).
+struct AttentionOptions {
+  std::string type = "dense";  // dense | multiscale
+  std::vector<int64_t> windows = {8, 16, 32};
+  std::string kernel = "auto";  // a registered kernel name, or "auto"
+  template <class V>
+  void visit(V& v) {
+    v.choice("type", type, {"dense", "multiscale"}, "attention algorithm");
+    v("windows", windows, "multiscale: window sizes; heads are split among them as evenly as possible");
+    v("kernel", kernel, "kernel name from the registry, or auto (fastest that supports the call)");
+  }
+};
+
 // `xtrain.loss` (ours): the training loss.
 struct LossOptions {
   std::string type = "cross_entropy";  // cross_entropy | focal
