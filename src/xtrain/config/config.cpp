@@ -1,5 +1,6 @@
 #include "xtrain/config/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -289,7 +290,17 @@ const char* const kPreamble =
     "it to a value other than the default gets one start-up line saying so and why).\n\n"
     "| key | type | default | meaning | status |\n|---|---|---|---|---|\n";
 
+std::vector<std::pair<int, std::string (*)()>>& reference_sections() {
+  static std::vector<std::pair<int, std::string (*)()>> sections;
+  return sections;
+}
+
 }  // namespace
+
+bool add_reference_section(int order, std::string (*section)()) {
+  reference_sections().emplace_back(order, section);
+  return true;
+}
 
 std::string markdown_reference() {
   std::string md = kPreamble;
@@ -311,6 +322,9 @@ std::string markdown_reference() {
         "`initial_scale_power`, `loss_scale_window`, `min_loss_scale`, `hysteresis`, `consecutive_hysteresis`, the dynamic\n"
         "scaler starts at 2^32 with hysteresis 1 under ZeRO (2^16, hysteresis 1 at stage 0). DeepSpeed 0.17.1 and later\n"
         "always use the documented defaults and refuse extra keys in `bf16`; xtrain accepts those with a warning.\n";
+  auto sections = reference_sections();
+  std::stable_sort(sections.begin(), sections.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [order, section] : sections) md += section();
   return md;
 }
 

@@ -78,7 +78,12 @@ Loaded load_text(const std::string& text, const LoadOptions& options, const std:
 
 // The resolved config, every key with its value, as DeepSpeed-format JSON.
 std::string to_json(const Config& config, int indent = 2);
-// docs/config.md, generated from the visit() lists, with each key's status (key_status.h).
+// docs/config.md, generated from the visit() lists, with each key's status (key_status.h), then
+// the sections added below.
 std::string markdown_reference();
+// Appends a section to markdown_reference(), sections sorted by `order`: the model and dataset
+// registries list their built-in entries (config/ may not include the areas that own them). Called
+// from those areas' static initialisers; returns true so it can initialise a constant.
+bool add_reference_section(int order, std::string (*section)());
 
 }  // namespace xtrain::config

@@ -103,6 +103,15 @@ void read_value(const Json& j, const std::string& path, std::vector<std::string>
   }
 }
 
+void read_value(const Json& j, const std::string& path, Json& out) {
+  if (j.is_null()) {
+    out = Json::object();
+    return;
+  }
+  if (!j.is_object()) type_error(j, path, "an object (the model's or dataset's own settings)");
+  out = j;
+}
+
 void check_choice(const std::string& value, const std::string& path,
                   std::initializer_list<const char*> choices) {
   std::vector<std::string> names;

@@ -58,6 +58,8 @@ void read_value(const Json& j, const std::string& path, std::string& out);
 void read_value(const Json& j, const std::string& path, std::vector<double>& out);
 void read_value(const Json& j, const std::string& path, std::vector<int64_t>& out);
 void read_value(const Json& j, const std::string& path, std::vector<std::string>& out);
+// A free JSON object (xtrain.model.args, xtrain.data.args): read whole, its keys left to its user.
+void read_value(const Json& j, const std::string& path, Json& out);
 void check_choice(const std::string& value, const std::string& path,
                   std::initializer_list<const char*> choices);
 
@@ -244,6 +246,7 @@ class DocWriter {
   static std::string type_name(const std::vector<double>&) { return "list of float"; }
   static std::string type_name(const std::vector<int64_t>&) { return "list of int"; }
   static std::string type_name(const std::vector<std::string>&) { return "list of string"; }
+  static std::string type_name(const Json&) { return "object"; }
   std::string path_;
   std::vector<KeyRow>* rows_;
 };

@@ -1,6 +1,8 @@
-// open_datasets: resolves xtrain.data (type, path) to files — the fetched defaults under the cache
-// folder or Debian's Fashion-MNIST — and builds the train/val Dataset pair. A missing default
-// dataset names the command that installs it.
+// The built-in datasets' openers: resolve xtrain.data.path to files — the fetched defaults under the
+// cache folder or Debian's Fashion-MNIST — and build the train/val Dataset pair. A missing default
+// dataset names the command that installs it. open_datasets asks the registry (data/registry.h).
+#include "xtrain/data/datasets.h"
+
 #include <sys/stat.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include "xtrain/data/dataset.h"
 #include "xtrain/data/idx.h"
 #include "xtrain/data/image_dataset.h"
+#include "xtrain/data/registry.h"
 #include "xtrain/data/text_dataset.h"
 
 namespace xtrain::data {
@@ -29,7 +32,9 @@ bool is_file(const std::string& path) {
 constexpr ImageNormalisation kMnistNorm{0.1307, 0.3081};
 constexpr ImageNormalisation kFashionNorm{0.2860, 0.3530};
 
-Splits open_text(const DataOptions& o, int64_t seq_len, const std::string& cache_dir) {
+}  // namespace
+
+Splits open_text_dataset(const DataOptions& o, int64_t seq_len, const std::string& cache_dir) {
   XTRAIN_USAGE_CHECK(!o.path.empty(), "data: xtrain.data.path is empty: give a text file or 'mobydick'");
   XTRAIN_USAGE_CHECK(o.val_fraction > 0.0 && o.val_fraction < 1.0,
                      "data: xtrain.data.val_fraction must be in (0, 1), got ", o.val_fraction);
@@ -48,6 +53,8 @@ Splits open_text(const DataOptions& o, int64_t seq_len, const std::string& cache
   s.val = std::make_shared<TextDataset>(file, n - val_bytes, n, seq_len, "val");
   return s;
 }
+
+namespace {
 
 // <dir>/<stem> or <dir>/<stem>.gz; "" when neither exists.
 std::string find_idx(const std::string& dir, const std::string& stem) {
@@ -68,8 +75,9 @@ std::shared_ptr<Dataset> open_idx_split(const std::string& dir, const std::strin
                                         images + " + " + labels);
 }
 
-Splits open_images(const DataOptions& o, const std::string& cache_dir) {
-  const bool fashion = o.type == "fashion_mnist";
+}  // namespace
+
+Splits open_idx_dataset(const DataOptions& o, const std::string& cache_dir, bool fashion) {
   // xtrain.data.path defaults to "mobydick" (the text default): for images that means "the default".
   const bool default_path = o.path.empty() || o.path == "mobydick";
   std::string dir = default_path ? "" : o.path, hint;
@@ -94,12 +102,11 @@ Splits open_images(const DataOptions& o, const std::string& cache_dir) {
   return s;
 }
 
-}  // namespace
-
 Splits open_datasets(const DataOptions& options, int64_t seq_len, const std::string& cache_dir) {
-  if (options.type == "text") return open_text(options, seq_len, cache_dir);
-  if (options.type == "mnist" || options.type == "fashion_mnist") return open_images(options, cache_dir);
-  XTRAIN_USAGE_ERROR("data: unknown xtrain.data.type '", options.type, "' (text | mnist | fashion_mnist)");
+  Splits s = find_dataset(options.type).open(options, seq_len, cache_dir);
+  XTRAIN_USAGE_CHECK(s.train && s.val, "data: the dataset registered as xtrain.data.type \"", options.type,
+                     "\" opened no train or no val split");
+  return s;
 }
 
 std::string default_cache_dir() {

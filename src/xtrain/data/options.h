@@ -2,6 +2,8 @@
 // (ours: difficulty-ordered sampling after DELT, data_ordering.h), and DeepSpeed's legacy
 // `curriculum_learning` (reference/deepspeed.md §a.10).
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,18 +40,20 @@ struct DataOrderingOptions {
 };
 
 struct DataOptions {
-  std::string type = "text";   // text | mnist | fashion_mnist
+  std::string type = "text";   // a registered dataset (data/registry.h): text | mnist | fashion_mnist | a plugin's
   std::string path = "mobydick";  // text: a file or "mobydick"; images: a folder, or "" for the default
   double val_fraction = 0.1;   // text: the last fraction of the file is validation
   int64_t prefetch = 2;        // batches prepared ahead by the loader thread
   DataOrderingOptions ordering;
+  nlohmann::json args = nlohmann::json::object();  // a plugin dataset's own settings, read by its entry
   template <class V>
   void visit(V& v) {
-    v.choice("type", type, {"text", "mnist", "fashion_mnist"}, "dataset kind");
+    v("type", type, "registered dataset: text, mnist, fashion_mnist or a plugin's (see Registered datasets)");
     v("path", path, "text file or dataset folder ('mobydick' / '' = the bundled default)");
     v("val_fraction", val_fraction, "text: share of the corpus held out for validation (taken from the end)");
     v("prefetch", prefetch, "batches prepared ahead in a background thread (0: none)");
     v("ordering", ordering, "difficulty-ordered sampling");
+    v("args", args, "a registered dataset's own settings (a JSON object, checked by the dataset)");
   }
 };
 

@@ -7,6 +7,8 @@
 #include "xtrain/base/error.h"
 #include "xtrain/data/curriculum.h"
 #include "xtrain/data/difficulty_sampler.h"
+#include "xtrain/data/registry.h"
+#include "xtrain/models/registry.h"
 #include "xtrain/monitor/run_monitor.h"
 #include "xtrain/nn/losses.h"
 #include "xtrain/precision/policy.h"
@@ -87,6 +89,12 @@ void check_loss_and_schedule(const config::Config& c) {
   sched::make_schedule(c.scheduler, c.optimizer.lr());
 }
 
+// xtrain.model.type and xtrain.data.type name registered entries, whose own checks pass.
+void check_registered(const config::Config& c) {
+  models::check_model_options(c.model);
+  data::check_data_options(c.data);
+}
+
 void check_monitor(const config::Config& c) {
   monitor::RunMonitorOptions mo;
   mo.tensorboard = c.tensorboard;
@@ -103,7 +111,7 @@ void check_run_config(const config::Config& c) {
   using Check = std::function<void(const config::Config&)>;
   for (const Check& check : {Check(check_model_data), Check(check_parallel), Check(check_data_order),
                              Check(check_precision), Check(check_zero), Check(check_loss_and_schedule),
-                             Check(check_monitor)}) {
+                             Check(check_monitor), Check(check_registered)}) {
     try {
       check(c);
     } catch (const UsageError& e) {

@@ -1,35 +1,21 @@
-// build_model and the size formulas.
+// build_model (asks the model registry) and the size formulas.
 #include "xtrain/models/factory.h"
 
 #include <unordered_set>
 
 #include "xtrain/base/error.h"
-#include "xtrain/models/gpt.h"
-#include "xtrain/models/mlp_classifier.h"
-#include "xtrain/models/resnet.h"
+#include "xtrain/models/registry.h"
 
 namespace xtrain::models {
 
 Model build_model(const ModelOptions& o) {
-  if (o.type == "gpt") {
-    auto gpt = GPT(o).ptr();
-    return {gpt, [gpt](const at::Tensor& idx) { return gpt->forward(idx); }, "lm", o};
-  }
-  if (o.type == "resnet18" || o.type == "mlp") {
-    XTRAIN_USAGE_CHECK(o.num_classes > 0, "models: ", o.type,
-                       " needs xtrain.model.num_classes > 0 (set it or use an image dataset), got ", o.num_classes);
-  }
-  if (o.type == "resnet18") {
-    auto resnet = ResNet18(o.num_classes).ptr();
-    return {resnet, [resnet](const at::Tensor& x) { return resnet->forward(x); }, "classify", o};
-  }
-  if (o.type == "mlp") {
-    XTRAIN_USAGE_CHECK(o.in_features > 0, "models: mlp needs xtrain.model.in_features > 0 (set it or use an image "
-                       "dataset), got ", o.in_features);
-    auto mlp = MlpClassifier(o.in_features, o.hidden, o.num_classes, o.dropout).ptr();
-    return {mlp, [mlp](const at::Tensor& x) { return mlp->forward(x); }, "classify", o};
-  }
-  XTRAIN_USAGE_ERROR("models: xtrain.model.type must be gpt, resnet18 or mlp, got \"", o.type, "\"");
+  const ModelEntry& entry = find_model(o.type);
+  Model m = entry.build(o);
+  XTRAIN_USAGE_CHECK(m.module && m.forward, "models: the factory registered for xtrain.model.type \"", o.type,
+                     "\" returned no module or no forward");
+  if (m.task.empty()) m.task = entry.task;
+  m.options = o;
+  return m;
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

@@ -20,9 +20,10 @@ struct Model {
   ModelOptions options;                                         // what it was built from
 };
 
-// gpt -> GPT ("lm"); resnet18 -> ResNet18, mlp -> MlpClassifier ("classify"). Image models need
-// num_classes > 0 (and mlp in_features > 0), which the CLI fills from the dataset: UsageError
-// otherwise. Deterministic given torch::manual_seed.
+// The model registered as options.type (models/registry.h: gpt -> GPT ("lm"); resnet18 -> ResNet18,
+// mlp -> MlpClassifier ("classify"); or a plugin's). Image models need num_classes > 0 (and mlp
+// in_features > 0), which the CLI fills from the dataset: UsageError otherwise, and for an unknown
+// type (naming the closest registered one). Deterministic given torch::manual_seed.
 Model build_model(const ModelOptions& options);
 
 // Distinct parameters (a tensor shared by two names counts once).

@@ -1,6 +1,8 @@
 // `xtrain.model`: which assembly to build and its sizes (ours: DeepSpeed takes the model from the
 // user's script). The defaults are the default GPT: byte-level, about 3M parameters.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,7 +15,7 @@ namespace xtrain::models {
 using AttentionOptions = nn::AttentionOptions;
 
 struct ModelOptions {
-  std::string type = "gpt";  // gpt | resnet18 | mlp
+  std::string type = "gpt";  // a registered model (models/registry.h): gpt | resnet18 | mlp | a plugin's
   // gpt
   int64_t layers = 4;
   int64_t d_model = 256;
@@ -28,9 +30,11 @@ struct ModelOptions {
   // image models: filled from the dataset when left at 0
   int64_t num_classes = 0;
   int64_t in_features = 0;  // mlp: flattened sample size (1x28x28 images: 784)
+  // A registered model's own settings, read and checked by its entry (the config layer reads it whole).
+  nlohmann::json args = nlohmann::json::object();
   template <class V>
   void visit(V& v) {
-    v.choice("type", type, {"gpt", "resnet18", "mlp"}, "model assembly");
+    v("type", type, "registered model: gpt, resnet18, mlp or a plugin's (see Registered models)");
     v("layers", layers, "gpt: transformer blocks");
     v("d_model", d_model, "gpt: embedding width (C)");
     v("heads", heads, "gpt: attention heads (NH)");
@@ -42,6 +46,7 @@ struct ModelOptions {
     v("hidden", hidden, "mlp: hidden layer widths");
     v("num_classes", num_classes, "image models: classes (0: from the dataset)");
     v("in_features", in_features, "mlp: flattened input size (0: from the dataset)");
+    v("args", args, "a registered model's own settings (a JSON object, checked by the model)");
   }
 };
 

@@ -1,0 +1,87 @@
+// The dataset registry (see registry.h) over base/registry.h, with the three built-in datasets
+// (their openers are in datasets.cpp).
+#include "xtrain/data/registry.h"
+
+#include "xtrain/base/error.h"
+#include "xtrain/base/registry.h"
+#include "xtrain/config/config.h"
+#include "xtrain/data/datasets.h"
+
+namespace xtrain::data {
+namespace {
+
+constexpr const char* kTypeKey = "xtrain.data.type";
+
+DatasetEntry text_entry() {
+  DatasetEntry e;
+  e.description = "bytes of a text file (or the fetched Moby-Dick), windows of xtrain.model.seq_len + 1";
+  e.task = "lm";
+  e.open = open_text_dataset;
+  e.keys = {{"path", ""}, {"val_fraction", ""}};
+  return e;
+}
+
+DatasetEntry idx_entry(bool fashion) {
+  DatasetEntry e;
+  e.description = fashion ? "Fashion-MNIST (Debian's dataset-fashion-mnist, or IDX files under path)"
+                          : "MNIST (fetched by scripts/fetch-data, or IDX files under path)";
+  e.task = "classify";
+  e.open = [fashion](const DataOptions& o, int64_t, const std::string& cache_dir) {
+    return open_idx_dataset(o, cache_dir, fashion);
+  };
+  e.keys = {{"path", ""}};
+  return e;
+}
+
+void check_entry(const std::string& name, const DatasetEntry& e) {
+  XTRAIN_USAGE_CHECK(static_cast<bool>(e.open), "data: register_dataset(\"", name, "\") needs an open function");
+  XTRAIN_USAGE_CHECK(e.task == "lm" || e.task == "classify", "data: register_dataset(\"", name,
+                     "\"): task must be \"lm\" or \"classify\", got \"", e.task, "\"");
+}
+
+Registry<DatasetEntry>& registry() {
+  static auto* r = new Registry<DatasetEntry>("dataset", [](Registry<DatasetEntry>& reg) {
+    reg.add("text", text_entry());
+    reg.add("mnist", idx_entry(false));
+    reg.add("fashion_mnist", idx_entry(true));
+  });
+  return *r;
+}
+
+std::string markdown(const std::vector<std::string>& names) {
+  std::string md = "\n## Registered datasets (`xtrain.data.type`)\n\n"
+                   "The built-in datasets; a plugin library adds its own (`register_dataset`, data/registry.h) and\n"
+                   "reads its settings from `xtrain.data.args`.\n\n"
+                   "| name | task | description | keys read (`xtrain.data.`) |\n|---|---|---|---|\n";
+  for (const auto& name : names) {
+    const DatasetEntry& e = registry().find(name, kTypeKey);
+    std::string keys;
+    for (const auto& k : e.keys) keys += (keys.empty() ? "`" : ", `") + k.key + "`" + (k.doc.empty() ? "" : " (" + k.doc + ")");
+    md += "| `" + name + "` | " + e.task + " | " + e.description + " | " + keys + " |\n";
+  }
+  return md;
+}
+
+// docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
+std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnist"}); }
+[[maybe_unused]] const bool kDocumented = config::add_reference_section(11, builtin_markdown);
+
+}  // namespace
+
+void register_dataset(const std::string& name, DatasetEntry entry) {
+  check_entry(name, entry);
+  registry().add(name, std::move(entry));
+}
+
+const DatasetEntry& find_dataset(const std::string& name) { return registry().find(name, kTypeKey); }
+
+std::vector<std::string> dataset_names() { return registry().names(); }
+
+void check_data_options(const DataOptions& options) {
+  const DatasetEntry& entry = find_dataset(options.type);
+  if (entry.validate) entry.validate(options);
+}
+
+std::string datasets_markdown() { return markdown(dataset_names()); }
+
+}  // namespace xtrain::data
