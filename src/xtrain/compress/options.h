@@ -1,17 +1,39 @@
 // compress.json: what `xtrain compress` does to a trained run, in order distillation → pruning →
 // quantisation (each optional). Pruning takes an NNI-style `config_list`; quantisation selects
 // layers the same way. Unknown keys: a near miss is an error with a suggestion, anything else a
-// warning (the config policy of ARCHITECTURE.md). Plain structs; the reader is options.cpp.
+// warning (the config policy of ARCHITECTURE.md). Plain structs (layer 0: includes no other
+// header of the area, docs/architecture.md); the reader is options.cpp.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "xtrain/compress/distill/distillation.h"
-#include "xtrain/compress/prune/prune_config.h"
-#include "xtrain/compress/quant/quant_plan.h"
-
 namespace xtrain::compress {
+
+// quantisation: which layers (NNI-style selection) and how (quant/quant_plan.h runs it).
+struct QuantOptions {
+  std::string mode = "static";  // static | dynamic (Linear only, ranges per input) | qat
+  std::string observer = "minmax";  // minmax | percentile | entropy (static, qat's starting ranges)
+  double percentile = 99.99;
+  std::vector<std::string> op_types = {"Linear", "Conv2d", "Embedding"};  // NNI-style selection
+  std::vector<std::string> op_names;          // empty: every layer of op_types
+  std::vector<std::string> exclude_op_names;  // layers kept in float
+};
+
+// pruning: one entry of the NNI-style config_list (prune/prune_config.h resolves it to layers).
+struct PruneRule {
+  double sparsity = -1.0;        // per layer, in [0, 1)
+  double total_sparsity = -1.0;  // global over the entry's layers
+  std::vector<std::string> op_types;
+  std::vector<std::string> op_names;
+  bool exclude = false;
+};
+
+// distillation: the loss's mix (distill/distillation.h computes it).
+struct DistillOptions {
+  double temperature = 4.0;
+  double alpha = 0.9;  // weight of the soft (teacher) term
+};
 
 struct FineTuneOptions {
   int64_t steps = 0;  // optimizer steps with the run's optimizer and batch size (0: none)

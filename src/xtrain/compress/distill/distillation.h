@@ -7,12 +7,9 @@
 
 #include <functional>
 
-namespace xtrain::compress {
+#include "xtrain/compress/options.h"
 
-struct DistillOptions {
-  double temperature = 4.0;
-  double alpha = 0.9;  // weight of the soft (teacher) term
-};
+namespace xtrain::compress {
 
 // KL(softmax(teacher/T) ‖ softmax(student/T)) · T², mean over rows (F.kl_div(..., 'batchmean')).
 at::Tensor soft_target_loss(const at::Tensor& student_logits, const at::Tensor& teacher_logits, double temperature);

@@ -10,16 +10,9 @@
 #include <vector>
 
 #include "xtrain/compress/graph/graph.h"
+#include "xtrain/compress/options.h"
 
 namespace xtrain::compress {
-
-struct PruneRule {
-  double sparsity = -1.0;        // per layer, in [0, 1)
-  double total_sparsity = -1.0;  // global over the entry's layers
-  std::vector<std::string> op_types;
-  std::vector<std::string> op_names;
-  bool exclude = false;
-};
 
 struct PruneTarget {
   int node = -1;            // index into Graph::nodes

@@ -11,20 +11,12 @@
 #include <vector>
 
 #include "xtrain/compress/graph/graph.h"
+#include "xtrain/compress/options.h"
 #include "xtrain/compress/quant/int8_layers.h"
 #include "xtrain/compress/quant/observer.h"
 #include "xtrain/compress/quant/qparams.h"
 
 namespace xtrain::compress {
-
-struct QuantOptions {
-  std::string mode = "static";  // static | dynamic (Linear only, ranges per input) | qat
-  std::string observer = "minmax";  // minmax | percentile | entropy (static, qat's starting ranges)
-  double percentile = 99.99;
-  std::vector<std::string> op_types = {"Linear", "Conv2d", "Embedding"};  // NNI-style selection
-  std::vector<std::string> op_names;          // empty: every layer of op_types
-  std::vector<std::string> exclude_op_names;  // layers kept in float
-};
 
 enum class QuantStage { kFloat, kCalibrating, kFakeQuant, kConverted };
 
