@@ -8,8 +8,6 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "xtrain/base/error.h"
 
@@ -41,24 +39,6 @@ std::string latest_run_dir(const std::string& output) {
     }
   }
   return best;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    XTRAIN_USAGE_CHECK(out.good(), "cannot write ", tmp);
-    out << text;
-  }
-  fs::rename(tmp, path);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XTRAIN_USAGE_CHECK(in.good(), "cannot read ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string trainer_state_json(const data::SamplerState& sampler) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "xtrain/base/file_io.h"  // read_file, write_file_atomic: callers of this header use them
 #include "xtrain/data/sampler.h"
 
 namespace xtrain {
@@ -11,8 +12,6 @@ namespace xtrain {
 std::string new_run_dir_name(const std::string& output, const std::string& name, const std::string& model_type);
 // The most recently modified run directory under `output` that has checkpoints, or "".
 std::string latest_run_dir(const std::string& output);
-void write_file_atomic(const std::string& path, const std::string& text);
-std::string read_file(const std::string& path);
 
 // trainer.json: {"sampler": {epoch, position}, "rng": hex of the CPU generator state}
 std::string trainer_state_json(const data::SamplerState& sampler);
