@@ -1,24 +1,26 @@
 // `xtrain tune --config base.json --space space.json --trials N --parallel P --metric val_loss
 // --mode min [--sampler gp|random] [--pruner median|asha|none] [--study DIR]`: hyperparameter
 // search (tune/tuner.h). Each trial is `xtrain train --config STUDY/base_config.json --set k=v ...
-// --output STUDY/trials/<id>` run as a child process (this same binary, /proc/self/exe), or the
-// command given by --trial-command / $XTRAIN_TUNE_TRIAL_COMMAND (tests use a fake trainer).
+// --output STUDY/trials/<id> [--plugin LIB ...]` run as a child process (this same binary,
+// /proc/self/exe), or the command given by --trial-command / $XTRAIN_TUNE_TRIAL_COMMAND (tests use a
+// fake trainer).
 #include <CLI/CLI.hpp>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
+#include "xtrain/base/file_io.h"
 #include "xtrain/base/log.h"
+#include "xtrain/base/plugin.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/config/config.h"
-#include "xtrain/engine/smoke.h"
-#include "xtrain/engine/trainer.h"
-#include "xtrain/monitor/plot.h"
+#include "xtrain/run/smoke.h"
+#include "xtrain/run/train.h"
+#include "xtrain/monitor/plot/plot.h"
 #include "xtrain/tune/space.h"
 #include "xtrain/tune/tuner.h"
 
@@ -30,14 +32,6 @@ struct TuneArgs {
   std::string config_path, space_path, trial_command;
   tune::TuneOptions options;
 };
-
-std::string read_file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XTRAIN_USAGE_CHECK(in.good(), "tune: cannot read ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // "/bin/sh fake.sh" -> {"/bin/sh", "fake.sh"}: whitespace-separated words, no shell quoting.
 std::vector<std::string> split_words(const std::string& text) {
@@ -70,6 +64,8 @@ tune::CommandBuilder command_builder(std::vector<std::string> prefix, int64_t pa
   return [prefix, threads, user_threads](const tune::TrialLaunch& l) {
     tune::Command c;
     c.argv = prefix;
+    // The plugins this tune loaded (--plugin, absolute paths): the trials build the same models.
+    for (const auto& p : plugin::loaded()) c.argv.insert(c.argv.end(), {"--plugin", p});
     if (!l.base_config_path.empty()) c.argv.insert(c.argv.end(), {"--config", l.base_config_path});
     for (const auto& s : l.overrides) c.argv.insert(c.argv.end(), {"--set", s});
     c.argv.insert(c.argv.end(), {"--output", l.run_dir});
@@ -102,7 +98,7 @@ int run_tune(TuneArgs& a) {
   auto& o = a.options;
   const auto space = tune::SearchSpace::load(a.space_path);
   o.trials = smoke::cap(o.trials, 2);  // XTRAIN_SMOKE (engine/smoke.h): each trial's train shrinks itself
-  o.base_config_text = a.config_path.empty() ? default_config_text() : read_file_text(a.config_path);
+  o.base_config_text = a.config_path.empty() ? default_config_text() : read_file(a.config_path);
   if (o.study_dir.empty()) o.study_dir = default_study_dir(o.base_config_text);
   const auto prefix = trial_prefix(a.trial_command);
   tune::check_executable(prefix.front());
