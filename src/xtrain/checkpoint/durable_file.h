@@ -1,11 +1,12 @@
-// Crash-safe file primitives for checkpoints: every byte written is hashed on the way out
-// (SHA-256, so no second read), files are fsynced before they count as written, and renames are
-// followed by an fsync of the folder that holds them. POSIX only (open/write/fsync/rename).
+// Checkpoint files with digests: every byte written is hashed on the way out (SHA-256, so no second
+// read) and fsynced before it counts as written. The POSIX sequence itself (write, fsync, rename,
+// fsync the folder) and whole-file reads are base/file_io.h's; this layer adds the hashing.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "xtrain/base/file_io.h"  // read_file, fsync_dir, write_file_atomic for checkpoint code
 #include "xtrain/base/sha256.h"
 
 namespace xtrain::checkpoint {
@@ -19,7 +20,6 @@ struct FileDigest {
 class DurableWriter {
  public:
   explicit DurableWriter(const std::string& path);
-  ~DurableWriter();  // closes without fsync if close() was never reached (an error path)
   DurableWriter(const DurableWriter&) = delete;
   DurableWriter& operator=(const DurableWriter&) = delete;
   // Returns n (the signature PyTorchStreamWriter's writer function wants); UsageError on failure.
@@ -27,8 +27,7 @@ class DurableWriter {
   FileDigest close();
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  DurableFile file_;
   Sha256 hash_;
   int64_t bytes_ = 0;
 };
@@ -36,9 +35,5 @@ class DurableWriter {
 FileDigest write_durable(const std::string& path, const std::string& bytes);
 // Reads a whole file and hashes it; UsageError when it cannot be read.
 FileDigest digest_file(const std::string& path);
-std::string read_file(const std::string& path);
-void fsync_dir(const std::string& dir);
-// Replaces `path` atomically: <dir>/.tmp-<name>, fsync, rename, fsync the folder.
-void replace_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace xtrain::checkpoint

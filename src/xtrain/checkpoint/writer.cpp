@@ -154,7 +154,7 @@ void CheckpointWriter::commit(const std::string& extra_json, int64_t world_size)
     write_durable(tmp_dir_ + "/" + kManifestName, m.to_json());
     fsync_dir(tmp_dir_);
     install(root_, tmp_dir_, tag_);
-    replace_file_atomic(root_ + "/" + kLatestName, tag_);
+    write_file_atomic(root_ + "/" + kLatestName, tag_);
   } catch (const fs::filesystem_error& e) {
     XTRAIN_USAGE_ERROR("checkpoint: committing ", root_, "/", tag_, " failed: ", e.what());
   }
