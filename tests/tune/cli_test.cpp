@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "support/paths.h"
+#include "xtrain/base/file_io.h"
 #include "xtrain/tune/study_store.h"
 
 namespace xtrain::tune {
@@ -47,10 +48,10 @@ TEST(TuneCli, RunsAStudyAndWritesItsFiles) {
   for (const char* f :
        {"study.json", "best_config.json", "best_params.json", "convergence.jsonl", "metrics.jsonl", "trials/0003.json"})
     EXPECT_TRUE(fs::exists(s.dir + "/study/" + f)) << f;
-  const auto png = read_text_file(s.dir + "/study/convergence.png");
+  const auto png = read_file(s.dir + "/study/convergence.png");
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
   // The base config's own keys survive into best_config.json next to the tuned one.
-  const auto best = nlohmann::json::parse(read_text_file(s.dir + "/study/best_config.json"));
+  const auto best = nlohmann::json::parse(read_file(s.dir + "/study/best_config.json"));
   EXPECT_EQ(best["gradient_clipping"], 1.0);
 }
 

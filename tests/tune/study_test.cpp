@@ -15,6 +15,7 @@
 
 #include "support/paths.h"
 #include "xtrain/base/error.h"
+#include "xtrain/base/file_io.h"
 #include "xtrain/tune/study_store.h"
 #include "xtrain/tune/tuner.h"
 
@@ -83,10 +84,10 @@ TEST(Study, RunsTrialsAndWritesOutputs) {
   for (const char* f :
        {"study.json", "base_config.json", "best_params.json", "best_config.json", "convergence.jsonl", "metrics.jsonl"})
     EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
-  const auto best_params = nlohmann::json::parse(read_text_file(dir + "/best_params.json"));
+  const auto best_params = nlohmann::json::parse(read_file(dir + "/best_params.json"));
   EXPECT_EQ(best_params["trial"], best);
   // best_config.json is the resolved config with the best overrides applied.
-  const auto best_config = nlohmann::json::parse(read_text_file(dir + "/best_config.json"));
+  const auto best_config = nlohmann::json::parse(read_file(dir + "/best_config.json"));
   EXPECT_DOUBLE_EQ(best_config["optimizer"]["params"]["lr"].get<double>(),
                    r.trials[best].params["optimizer.params.lr"].get<double>());
   std::ifstream conv(dir + "/convergence.jsonl");

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "xtrain/base/error.h"
+#include "xtrain/base/file_io.h"
 #include "xtrain/base/log.h"
 #include "xtrain/config/config.h"
 #include "xtrain/monitor/jsonl_sink.h"
@@ -135,7 +136,7 @@ std::vector<std::string> write_study_outputs(const std::string& dir, const Searc
     j["best"] = std::isfinite(best[i]) ? nlohmann::json(best[i]) : nlohmann::json(nullptr);
     convergence += j.dump() + "\n";
   }
-  write_file_durable(path("convergence.jsonl"), convergence);
+  write_file_atomic(path("convergence.jsonl"), convergence);
   written.push_back(path("convergence.jsonl"));
   const int64_t b = best_trial_index(trials, sign);
   if (b >= 0) {
@@ -144,14 +145,14 @@ std::vector<std::string> write_study_outputs(const std::string& dir, const Searc
     for (const auto& s : space.overrides(t.params)) overrides.push_back(s);
     nlohmann::json best_params = {
         {"trial", t.id}, {"value", *t.value}, {"metric", o.metric}, {"params", t.params}, {"overrides", overrides}};
-    write_file_durable(path("best_params.json"), best_params.dump(2) + "\n");
+    write_file_atomic(path("best_params.json"), best_params.dump(2) + "\n");
     written.push_back(path("best_params.json"));
     if (!o.base_config_text.empty()) {
       config::LoadOptions lo;
       lo.overrides = overrides;
       lo.quiet = true;
       const auto loaded = config::load_text(o.base_config_text, lo, "the study's base config");
-      write_file_durable(path("best_config.json"), config::to_json(loaded.config) + "\n");
+      write_file_atomic(path("best_config.json"), config::to_json(loaded.config) + "\n");
       written.push_back(path("best_config.json"));
     }
   }

@@ -1,18 +1,12 @@
-// study.json compatibility checks and atomic record files.
+// study.json compatibility checks and trial records, each written atomically (base/file_io.h).
 #include "xtrain/tune/study_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "xtrain/base/error.h"
+#include "xtrain/base/file_io.h"
 
 namespace xtrain::tune {
 namespace fs = std::filesystem;
@@ -39,44 +33,7 @@ void check_same(const nlohmann::json& stored, const nlohmann::json& wanted, cons
   }
 }
 
-void fsync_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
-
-void write_file_durable(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  XTRAIN_USAGE_CHECK(fd >= 0, "tune: cannot write ", tmp, ": ", std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      XTRAIN_USAGE_ERROR("tune: cannot write ", tmp, ": ", std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  XTRAIN_USAGE_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "tune: cannot rename ", tmp, " to ", path, ": ",
-                     std::strerror(errno));
-  fsync_path(fs::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  XTRAIN_USAGE_CHECK(in.good(), "tune: cannot read ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 StudyStore::StudyStore(std::string dir, const StudySettings& settings, const std::string& base_config_text)
     : dir_(std::move(dir)) {
@@ -90,22 +47,22 @@ StudyStore::StudyStore(std::string dir, const StudySettings& settings, const std
   if (resumed_) {
     nlohmann::json stored;
     try {
-      stored = nlohmann::json::parse(read_text_file(study_json));
+      stored = nlohmann::json::parse(read_file(study_json));
     } catch (const nlohmann::json::exception& e) {
       XTRAIN_USAGE_ERROR("tune: ", study_json, " is not valid JSON: ", e.what());
     }
     check_same(stored, wanted, dir_);
     if (!base_config_path_.empty()) {
-      XTRAIN_USAGE_CHECK(fs::exists(base_config_path_) && read_text_file(base_config_path_) == base_config_text,
+      XTRAIN_USAGE_CHECK(fs::exists(base_config_path_) && read_file(base_config_path_) == base_config_text,
                          "tune: --config differs from the base config this study started with (", base_config_path_,
                          "); use the same config to resume, or a new --study directory");
     }
     return;
   }
-  if (!base_config_path_.empty()) write_file_durable(base_config_path_, base_config_text);
+  if (!base_config_path_.empty()) write_file_atomic(base_config_path_, base_config_text);
   auto j = wanted;
   j["created"] = static_cast<int64_t>(std::time(nullptr));
-  write_file_durable(study_json, j.dump(2) + "\n");
+  write_file_atomic(study_json, j.dump(2) + "\n");
 }
 
 std::string StudyStore::trial_record_path(int64_t id) const {
@@ -125,7 +82,7 @@ std::vector<Trial> StudyStore::load_trials() const {
     if (!entry.is_regular_file() || p.extension() != ".json") continue;
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(read_text_file(p.string()));
+      j = nlohmann::json::parse(read_file(p.string()));
     } catch (const nlohmann::json::exception& e) {
       XTRAIN_USAGE_ERROR("tune: ", p.string(), " is not valid JSON: ", e.what());
     }
@@ -136,7 +93,7 @@ std::vector<Trial> StudyStore::load_trials() const {
 }
 
 void StudyStore::save(const Trial& trial) const {
-  write_file_durable(trial_record_path(trial.id), to_json(trial).dump(2) + "\n");
+  write_file_atomic(trial_record_path(trial.id), to_json(trial).dump(2) + "\n");
 }
 
 }  // namespace xtrain::tune

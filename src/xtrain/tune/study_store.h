@@ -42,8 +42,4 @@ class StudyStore {
   bool resumed_ = false;
 };
 
-// tmp + fsync + rename + fsync(folder).
-void write_file_durable(const std::string& path, const std::string& text);
-std::string read_text_file(const std::string& path);
-
 }  // namespace xtrain::tune
