@@ -34,7 +34,7 @@
 #include "xtrain/kernels/attention/flash_cpu.h"
 #include "xtrain/kernels/ms_attention/ms_attention_cpu.h"
 #include "xtrain/kernels/ms_attention/reference.h"
-#include "xtrain/monitor/plot.h"
+#include "xtrain/monitor/plot/plot.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "xtrain/monitor/plot.h"
+#include "xtrain/monitor/plot/plot.h"
 
 namespace xtrain::monitor {
 

@@ -1,4 +1,4 @@
-#include "xtrain/monitor/png.h"
+#include "xtrain/monitor/plot/png.h"
 
 #include <c10/util/Exception.h>
 #include <zlib.h>

@@ -1,4 +1,4 @@
-// PNG line plots, read back by an independent decoder (tests/monitor/check_png.py: PIL via
+// PNG line plots, read back by an independent decoder (tests/monitor/plot/check_png.py: PIL via
 // /usr/bin/python3): size, colour type, and where each series' colour lands — a straight line in
 // data space must be a straight run of pixels, rising or falling as the data does.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 
 #include "support/paths.h"
 #include "xtrain/base/error.h"
-#include "xtrain/monitor/plot.h"
+#include "xtrain/monitor/plot/plot.h"
 
 namespace xtrain::monitor {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 std::string color_arg(Rgb c) { return std::to_string(c.r) + "," + std::to_string(c.g) + "," + std::to_string(c.b); }
 
 nlohmann::json read_png(const std::string& path, const std::vector<Rgb>& colors) {
-  std::string cmd = "/usr/bin/python3 " + testing::source_dir() + "/tests/monitor/check_png.py " + path;
+  std::string cmd = "/usr/bin/python3 " + testing::source_dir() + "/tests/monitor/plot/check_png.py " + path;
   for (const auto& c : colors) cmd += " " + color_arg(c);
   std::string out;
   const int rc = testing::run_command(cmd, &out);

@@ -1,10 +1,10 @@
-#include "xtrain/monitor/canvas.h"
+#include "xtrain/monitor/plot/canvas.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
-#include "xtrain/monitor/bitmap_font.h"
+#include "xtrain/monitor/plot/bitmap_font.h"
 
 namespace xtrain::monitor {
 

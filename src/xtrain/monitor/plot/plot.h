@@ -1,6 +1,8 @@
-// Line charts as PNG files (for `--find-lr`, `xtrain tune`'s convergence plot, benchmark plots):
+// Line charts as PNG files (`xtrain tune`'s convergence plot, bench/attention_bench's scaling plot):
 // several series, optional log axes, ticks and labels drawn with a built-in bitmap font, encoded
 // with zlib. No plotting library is packaged in Debian for C++; this is small and dependency-free.
+// monitor/plot/ holds the whole raster stack (plot, canvas, png, bitmap_font): monitor is layer 1,
+// so both its users (cli/ and bench/) reach it.
 #pragma once
 #include <cstddef>
 #include <cstdint>

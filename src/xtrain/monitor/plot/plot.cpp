@@ -1,7 +1,7 @@
 // Layout: title on top, y label rotated at the left, tick labels outside a framed plot area with
 // light grid lines, x label at the bottom, legend in the plot's top-right corner. Linear axes get
 // 1-2-5 ticks; log axes get decades (plus 2 and 5 within a decade when the range is short).
-#include "xtrain/monitor/plot.h"
+#include "xtrain/monitor/plot/plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,9 @@
 #include <limits>
 
 #include "xtrain/base/error.h"
-#include "xtrain/monitor/bitmap_font.h"
-#include "xtrain/monitor/canvas.h"
-#include "xtrain/monitor/png.h"
+#include "xtrain/monitor/plot/bitmap_font.h"
+#include "xtrain/monitor/plot/canvas.h"
+#include "xtrain/monitor/plot/png.h"
 
 namespace xtrain::monitor {
 namespace {

@@ -1,4 +1,4 @@
-#include "xtrain/monitor/bitmap_font.h"
+#include "xtrain/monitor/plot/bitmap_font.h"
 
 namespace xtrain::monitor::font {
 namespace {

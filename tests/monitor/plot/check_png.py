@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reader for plot PNGs (tests/monitor/plot_test.cpp): decodes the file with PIL
+"""Independent reader for plot PNGs (tests/monitor/plot/plot_test.cpp): decodes the file with PIL
 (which checks the chunk CRCs and the zlib stream) and, for each colour given as R,G,B, reports
 the pixels of exactly that colour: count, bounding box and the correlation of x with -y (a line
 rising to the right: +1). Prints JSON."""
