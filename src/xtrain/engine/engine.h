@@ -1,8 +1,8 @@
 // Engine: wires the features for one rank. The core works on named parameters and a
 // loss-producing callable (a torch::nn::Module is one way to supply them). Call forward/backward/
 // step for every micro-batch; the optimizer steps at the accumulation boundary, in a fixed
-// sequence of named stages (train_step.cpp): reduce → unscale/check → clip → step → gather →
-// schedule. DeepSpeed's engine semantics (reference/deepspeed.md §a.1, §c.1).
+// sequence of named stages (Engine::optimizer_step in engine.cpp): reduce → unscale/check → clip →
+// step → gather → schedule. DeepSpeed's engine semantics (reference/deepspeed.md §a.1, §c.1).
 #pragma once
 #include <ATen/core/Tensor.h>
 
