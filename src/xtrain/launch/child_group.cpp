@@ -1,17 +1,16 @@
-// run_group: fork/exec with only async-signal-safe calls in the child (everything is prepared
-// before fork), a self-pipe for signals (SIGCHLD wakes the loop at once, so the first rank to die
-// is reported as the cause, not the ranks that then fail talking to it), and one poll loop that
-// prefixes output, reaps children and escalates SIGTERM to SIGKILL.
+// run_group: each rank started by base/subprocess.h (default signal handlers in the child, output
+// into pipes, its own process group, SIGKILL when the launcher dies), a self-pipe for signals
+// (SIGCHLD wakes the loop at once, so the first rank to die is reported as the cause, not the ranks
+// that then fail talking to it), and one poll loop that prefixes output, reaps children and
+// escalates SIGTERM to SIGKILL.
 #include "xtrain/launch/child_group.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 
 #include <cerrno>
@@ -19,8 +18,7 @@
 #include <cstring>
 
 #include "xtrain/base/error.h"
-
-extern char** environ;
+#include "xtrain/base/subprocess.h"
 
 namespace xtrain::launch {
 namespace {
@@ -72,75 +70,30 @@ struct Child {
   Clock::time_point started;
 };
 
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (size_t start = 0; start <= dirs.size();) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string candidate = dirs.substr(start, end - start) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  XTRAIN_USAGE_ERROR("launch: '", name, "' is not on PATH");
-}
-
-std::vector<std::string> child_environment(const ChildSpec& spec) {
-  std::vector<std::string> out;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv(*e);
-    const std::string key = kv.substr(0, kv.find('='));
-    if (spec.env.count(key) || std::find(spec.unset.begin(), spec.unset.end(), key) != spec.unset.end()) continue;
-    out.push_back(kv);
-  }
-  for (const auto& [k, v] : spec.env) out.push_back(k + "=" + v);
-  return out;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
+void check_program(const std::string& name) {
+  XTRAIN_USAGE_CHECK(name.find('/') != std::string::npos || !find_executable(name).empty(), "launch: '", name,
+                     "' is not on PATH");
 }
 
 Child spawn(const ChildSpec& spec) {
-  std::string path = find_program(spec.argv[0]);
-  std::vector<std::string> args = spec.argv, env = child_environment(spec);
-  auto argv = pointers(args);
-  auto envp = pointers(env);
   int out[2], err[2];
   TORCH_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "launch: pipe: ", std::strerror(errno));
-  const pid_t parent = ::getpid();
-  const char* fail = "launch: cannot execute the rank's command\n";
-  // Signals stay blocked across fork until the child has put back the default handlers: a SIGTERM
-  // meant for the child must not run the launcher's handler in it.
-  sigset_t all, old;
-  sigfillset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, &old);
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // child: async-signal-safe calls only
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::sigaction(s, &dfl, nullptr);
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    ::execve(path.c_str(), argv.data(), envp.data());
-    (void)!::write(2, fail, std::strlen(fail));
-    ::_exit(127);
+  SpawnOptions o;
+  o.argv = spec.argv;
+  o.env.assign(spec.env.begin(), spec.env.end());
+  o.unset_env = spec.unset;
+  o.stdout_fd = out[1];
+  o.stderr_fd = err[1];
+  o.parent_death_signal = SIGKILL;
+  o.default_signals = true;  // the launcher's own handlers must not run in a child before exec
+  o.exec_error = "launch: cannot execute the rank's command";
+  pid_t pid = -1;
+  try {
+    pid = spawn_process(o);
+  } catch (...) {
+    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+    throw;
   }
-  const int fork_errno = errno;
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
-  TORCH_CHECK(pid >= 0, "launch: fork: ", std::strerror(fork_errno));
-  ::setpgid(pid, pid);  // also here, so a signal sent right away reaches the group
   ::close(out[1]);
   ::close(err[1]);
   Child c;
@@ -183,7 +136,7 @@ void emit_lines(std::string& buf, int rank, int fd, bool flush) {
 void signal_all(std::vector<Child>& kids, int sig) {
   for (auto& c : kids) {
     if (!c.running) continue;
-    if (::kill(-c.pid, sig) != 0) ::kill(c.pid, sig);
+    kill_group(c.pid, sig);
   }
 }
 
@@ -204,13 +157,13 @@ class Supervisor {
     outcome_.exits.resize(specs.size());
     for (const auto& s : specs) {
       TORCH_CHECK(!s.argv.empty(), "launch: empty command for rank ", s.rank);
-      find_program(s.argv[0]);  // every command resolves before any rank starts
+      check_program(s.argv[0]);  // every command resolves before any rank starts
     }
     try {
       for (const auto& s : specs) kids_.push_back(spawn(s));
     } catch (...) {
       signal_all(kids_, SIGKILL);
-      for (auto& c : kids_) ::waitpid(c.pid, nullptr, 0);
+      for (auto& c : kids_) wait_process(c.pid);
       throw;
     }
   }
@@ -296,13 +249,14 @@ class Supervisor {
   void reap() {
     for (size_t k = 0; k < kids_.size(); ++k) {
       Child& c = kids_[k];
-      int status = 0;
-      if (!c.running || ::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      if (!c.running) continue;
+      const auto status = try_wait(c.pid);
+      if (!status) continue;
       c.running = false;
       ChildExit e;
       e.rank = c.rank;
-      e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      e.code = e.signal ? 128 + e.signal : WEXITSTATUS(status);
+      e.signal = status->signal;
+      e.code = status->code;
       e.seconds = std::chrono::duration<double>(Clock::now() - c.started).count();
       outcome_.exits[k] = e;
       if (e.code != 0 && !outcome_.failed && !outcome_.interrupted && !stopping_) {

@@ -1,89 +1,30 @@
-// fork + execvpe with everything the child needs prepared before fork (only async-signal-safe
-// calls between fork and exec), and a non-blocking line reader over metrics.jsonl.
+// Trial processes over base/subprocess.h (spawn, reap, signal the group), and a non-blocking line
+// reader over metrics.jsonl.
 #include "xtrain/tune/process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "xtrain/base/error.h"
-
-extern char** environ;
+#include "xtrain/base/subprocess.h"
 
 namespace xtrain::tune {
-namespace {
-
-bool is_executable(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-std::vector<std::string> merged_environment(const std::vector<std::pair<std::string, std::string>>& extra) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const auto& [k, v] : extra) replaced = replaced || entry.rfind(k + "=", 0) == 0;
-    if (!replaced) env.push_back(entry);
-  }
-  for (const auto& [k, v] : extra) env.push_back(k + "=" + v);
-  return env;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// In the child, between fork and exec: async-signal-safe calls only.
-[[noreturn]] void exec_child(pid_t parent, char** argv, char** envp, const char* out_path, const char* err_path) {
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != parent) ::_exit(127);  // the study died before prctl took effect
-  const int in = ::open("/dev/null", O_RDONLY);
-  const int out = ::open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-  const int err = ::open(err_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (in >= 0) ::dup2(in, 0);
-  if (out >= 0) ::dup2(out, 1);
-  if (err >= 0) ::dup2(err, 2);
-  ::execvpe(argv[0], argv, envp);
-  const char* msg = "tune: cannot execute the trial command: ";
-  (void)!::write(2, msg, std::strlen(msg));
-  (void)!::write(2, argv[0], std::strlen(argv[0]));
-  (void)!::write(2, "\n", 1);
-  ::_exit(127);
-}
-
-}  // namespace
 
 void check_executable(const std::string& program) {
   XTRAIN_USAGE_CHECK(!program.empty(), "tune: the trial command is empty");
   if (program.find('/') != std::string::npos) {
-    XTRAIN_USAGE_CHECK(is_executable(program), "tune: the trial command '", program, "' is not an executable file");
+    XTRAIN_USAGE_CHECK(!find_executable(program).empty(), "tune: the trial command '", program,
+                       "' is not an executable file");
     return;
   }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    if (is_executable(dirs.substr(start, end - start) + "/" + program)) return;
-    start = end + 1;
-  }
-  XTRAIN_USAGE_ERROR("tune: the trial command '", program, "' is not on PATH");
+  XTRAIN_USAGE_CHECK(!find_executable(program).empty(), "tune: the trial command '", program, "' is not on PATH");
 }
 
 ChildProcess::ChildProcess(ChildProcess&& o) noexcept { *this = std::move(o); }
@@ -103,47 +44,36 @@ ChildProcess::~ChildProcess() {
 ChildProcess ChildProcess::start(const Command& command, const std::string& stdout_path,
                                  const std::string& stderr_path) {
   TORCH_INTERNAL_ASSERT(!command.argv.empty(), "ChildProcess: empty command");
-  std::vector<std::string> argv = command.argv;
-  std::vector<std::string> env = merged_environment(command.env);
-  auto argv_c = c_strings(argv);
-  auto env_c = c_strings(env);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  XTRAIN_USAGE_CHECK(pid >= 0, "tune: fork failed: ", std::strerror(errno));
-  if (pid == 0) exec_child(parent, argv_c.data(), env_c.data(), stdout_path.c_str(), stderr_path.c_str());
-  ::setpgid(pid, pid);  // also from the parent, so terminate() never races the child's own call
+  SpawnOptions o;
+  o.argv = command.argv;
+  o.env = command.env;
+  o.stdout_path = stdout_path;
+  o.stderr_path = stderr_path;
+  o.parent_death_signal = SIGTERM;  // a killed study leaves no orphans
+  o.exec_error = "tune: cannot execute the trial command";
   ChildProcess p;
-  p.pid_ = pid;
+  p.pid_ = spawn_process(o);
   return p;
 }
 
 bool ChildProcess::poll() {
   if (pid_ <= 0 || exited_) return exited_;
-  int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == 0) return false;
+  const auto e = try_wait(pid_);
+  if (!e) return false;
   exited_ = true;
-  if (r < 0) {
-    exit_code_ = 255;  // not our child any more (should not happen): treat as a failure
-  } else if (WIFEXITED(status)) {
-    exit_code_ = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    signal_ = WTERMSIG(status);
-    exit_code_ = 128 + signal_;
-  }
+  exit_code_ = e->code;
+  signal_ = e->signal;
   return true;
 }
 
 void ChildProcess::terminate(double grace_seconds) {
   if (!running()) return;
-  ::kill(-pid_, SIGTERM);
-  ::kill(pid_, SIGTERM);
+  kill_group(pid_, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
   while (!poll()) {
     if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(-pid_, SIGKILL);
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+      kill_group(pid_, SIGKILL);
+      wait_process(pid_);
       exited_ = true;
       signal_ = SIGKILL;
       exit_code_ = 128 + SIGKILL;
