@@ -4,12 +4,13 @@ link lines must keep to it. Checked, each violation printed as `lint: file:line:
 
   layer          an `#include "xtrain/<area>/..."` in src/xtrain/<a>/ (or python/) names an area
                  that is not strictly below <a> in the table (a sub-levelled layer `x < y, z`
-                 orders its areas too); every area's options.h is layer 0 and may be included
-                 from anywhere, which is why it must be plain:
+                 orders its areas too). options.h headers too, except in config/, which reads
+                 every area's keys and so may include any area's options.h; that is why:
   options-plain  an options.h includes an xtrain header that is neither in base/ nor an options.h,
                  or a LibTorch header (<torch/...>, <ATen/...>, <c10/...>): plain structs only
-  link           the include is not in the area's `xtrain_area(<a> DEPS ...)` closure in
-                 src/CMakeLists.txt, so the static library would not link what the code uses
+  link           the include (not an options.h: header-only) is not in the area's
+                 `xtrain_area(<a> DEPS ...)` closure in src/CMakeLists.txt, so the static library
+                 would not link what the code uses
   cmake-layer    a DEPS entry names an area that the table does not put below the area
   table          a folder under src/xtrain/ (or python/) missing from the table or from
                  src/CMakeLists.txt, or a table area (not marked planned with `?`) with no folder
@@ -26,6 +27,7 @@ LAYER_BLOCK = re.compile(r"^```layers[ \t]*\n(.*?)^```", re.M | re.S)
 LAYER_LINE = re.compile(r"^L(\d+):\s*(.*)$")
 AREA_LINE = re.compile(r"^xtrain_area\(\s*(\w+)([^)]*)\)", re.M)
 TORCH_HEADER = re.compile(r"^(torch|ATen|c10)/")
+CONFIG_AREA = "config"  # reads every area's keys: may include any area's options.h
 
 
 class Lint:
@@ -178,8 +180,8 @@ def check_options_plain(lint, path):
         x = xtrain_target(target)
         if x and x[0] != "base" and os.path.basename(x[1]) != "options.h":
             lint.report(path, line, "options-plain",
-                        f"options.h includes {target}: an options.h is layer 0 (plain structs, "
-                        f"included from any layer) and may include only base/ and other options.h; "
+                        f"options.h includes {target}: an options.h is plain structs (config/ includes "
+                        f"every area's) and may include only base/ and lower areas' options.h; "
                         f"move what needs {target} to another header of the area")
         elif bracket == "<" and TORCH_HEADER.match(target):
             lint.report(path, line, "options-plain",
@@ -193,7 +195,8 @@ def check_file(lint, path, area, rank, allowed_links):
         check_options_plain(lint, path)
     for line, _, target in includes(path):
         x = xtrain_target(target)
-        if not x or x[0] == area or os.path.basename(x[1]) == "options.h":
+        options = x is not None and os.path.basename(x[1]) == "options.h"
+        if not x or x[0] == area or (options and area == CONFIG_AREA):
             continue
         other = x[0]
         if other not in rank:
@@ -201,8 +204,9 @@ def check_file(lint, path, area, rank, allowed_links):
         elif not below(rank, area, other):
             lint.report(path, line, "layer",
                         f"{area} ({describe(rank, area)}) may not include {target}: "
-                        f"{other} is {describe(rank, other)}, not below it (docs/architecture.md)")
-        elif allowed_links is not None and other not in allowed_links:
+                        f"{other} is {describe(rank, other)}, not below it (docs/architecture.md)"
+                        + ("; only config/ reads the options of higher areas" if options else ""))
+        elif allowed_links is not None and not options and other not in allowed_links:
             lint.report(path, line, "link",
                         f"{area}/ includes {target} but xtrain_area({area} DEPS ...) in src/CMakeLists.txt "
                         f"does not reach {other} (depends on: {', '.join(sorted(allowed_links)) or 'nothing'})")

@@ -78,15 +78,16 @@ class PlantedTree(unittest.TestCase):
     def test_options_header_that_is_not_plain(self):
         n = self.lines_of("src/xtrain/optim/options.h")
         self.append("src/xtrain/optim/options.h",
-                    '#include "xtrain/optim/optimizer.h"\n#include <ATen/core/Tensor.h>\n#include "xtrain/nn/options.h"\n')
+                    '#include "xtrain/optim/optimizer.h"\n#include <ATen/core/Tensor.h>\n#include "xtrain/base/error.h"\n')
         self.assert_finds(f"src/xtrain/optim/options.h:{n + 1}: [options-plain]",
                           f"src/xtrain/optim/options.h:{n + 2}: [options-plain]")
 
-    def test_options_headers_are_layer_zero(self):
-        # Any area may include any plain options.h, even a higher area's.
-        self.write("src/xtrain/topology/t.h", '#include "xtrain/engine/options.h"\n')
-        code, out = run_lint(self.tmp)
-        self.assertEqual([line for line in out if line not in self.baseline], [])
+    def test_only_config_reads_higher_options(self):
+        # config/ (L1) reads every area's keys; nn/ (L2) may not reach up to models/options.h.
+        self.write("src/xtrain/config/t.h", '#include "xtrain/engine/options.h"\n')
+        self.write("src/xtrain/nn/t.h", '#include "xtrain/nn/options.h"\n#include "xtrain/models/options.h"\n')
+        new = self.assert_finds("src/xtrain/nn/t.h:2: [layer]")
+        self.assertIn("only config/ reads the options of higher areas", new[0])
 
     def test_include_the_link_line_does_not_reach(self):
         # topology is L1, below precision (L2), but precision's DEPS are `base` only.

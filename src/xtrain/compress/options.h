@@ -1,8 +1,8 @@
 // compress.json: what `xtrain compress` does to a trained run, in order distillation → pruning →
 // quantisation (each optional). Pruning takes an NNI-style `config_list`; quantisation selects
 // layers the same way. Unknown keys: a near miss is an error with a suggestion, anything else a
-// warning (the config policy of docs/architecture.md). Plain structs (layer 0: includes no other
-// header of the area); the reader is options.cpp.
+// warning (the config policy of docs/architecture.md). Plain structs (config/ may include it from
+// below: no other header of the area); the reader is options.cpp.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 // make_attention: the self-attention module a transformer Block runs, chosen by the config's
-// `xtrain.model.attention` (nn::AttentionOptions, in nn/options.h: a plain L0 options struct).
+// `xtrain.model.attention` (nn::AttentionOptions, in nn/options.h: a plain options struct).
 // Design choice: every choice returns a module with the same interface (forward [B, T, C] ->
 // [B, T, C]) and the same parameter names (qkv, proj), held as a torch::nn::AnyModule, so a Block
 // and its checkpoints do not change with the algorithm.
