@@ -1,5 +1,6 @@
 // The tracer: one function per assembly and per layer kind, each appending nodes in the order the
-// module's forward runs them (checked by tests/compress/graph_test.cpp: graph output == forward).
+// module's forward runs them (checked by tests/compress/graph_test.cpp: graph output == forward),
+// found through a registry keyed by the module's C++ type (built-ins added on first use).
 #include "xtrain/compress/graph/trace.h"
 
 #include <ATen/Functions.h>
@@ -13,6 +14,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "xtrain/base/error.h"
+#include "xtrain/base/registry.h"
 #include "xtrain/models/gpt.h"
 #include "xtrain/models/mlp_classifier.h"
 #include "xtrain/models/resnet.h"
@@ -40,7 +42,7 @@ std::string join(const std::string& prefix, const std::string& name) {
                      "resnet18, mlp, Sequential stacks of known layers");
 }
 
-ModulePtr child(const torch::nn::Module& m, const std::string& name, const std::string& path, bool required = true) {
+ModulePtr child_of(const torch::nn::Module& m, const std::string& name, const std::string& path, bool required = true) {
   for (const auto& c : m.named_children()) {
     if (c.key() == name) return c.value();
   }
@@ -67,7 +69,10 @@ bool probe_causal(torch::nn::Module& attn, int64_t C) {
   return causal;
 }
 
-class Tracer {
+std::string traceable_list();
+const ModuleTracer* find_tracer(const std::string& type);
+
+class Tracer : public TraceContext {
  public:
   explicit Tracer(const TraceHints& hints) : hints_(hints) {}
 
@@ -86,12 +91,17 @@ class Tracer {
   }
   int dropout(const std::string& name, int in, double p) { return p > 0 ? simple(OpKind::kDropout, name, {in}, p) : in; }
 
+  // nn::Linear or torch::nn::Linear (a plugin's layers): the same y = x·Wᵀ + b.
   int linear(const std::string& name, const ModulePtr& m, int in, bool relu = false) {
-    auto* l = as<nn::LinearImpl>(m);
-    if (l == nullptr) unsupported(name, *m);
     Node n;
-    n.kind = OpKind::kLinear, n.op_type = "Linear", n.name = name, n.inputs = {in};
-    n.weight = l->weight, n.bias = l->bias, n.relu = relu;
+    if (auto* l = as<nn::LinearImpl>(m)) {
+      n.weight = l->weight, n.bias = l->bias;
+    } else if (auto* t = as<torch::nn::LinearImpl>(m)) {
+      n.weight = t->weight, n.bias = t->bias;
+    } else {
+      unsupported(name, *m);
+    }
+    n.kind = OpKind::kLinear, n.op_type = "Linear", n.name = name, n.inputs = {in}, n.relu = relu;
     return add(std::move(n));
   }
 
@@ -125,7 +135,7 @@ class Tracer {
     return in;
   }
 
-  int relu(const std::string& name, int in) {
+  int relu(const std::string& name, int in) override {
     Node* prev = graph.nodes.empty() ? nullptr : &graph.nodes.back();
     if (prev != nullptr && prev->output == in && (prev->kind == OpKind::kLinear || prev->kind == OpKind::kConv2d) &&
         !prev->relu) {
@@ -157,125 +167,194 @@ class Tracer {
     }
     XTRAIN_USAGE_CHECK(heads > 0, "compress/export: attention '", prefix, "' needs its head count (TraceHints.heads)");
     n.heads = heads, n.max_T = max_T;
-    const int qkv = linear(join(prefix, "qkv"), child(*m, "qkv", prefix), in);
+    const int qkv = linear(join(prefix, "qkv"), child_of(*m, "qkv", prefix), in);
     n.inputs = {qkv};
     const int y = add(std::move(n));
-    return dropout(join(prefix, "dropout"), linear(join(prefix, "proj"), child(*m, "proj", prefix), y), p);
+    return dropout(join(prefix, "dropout"), linear(join(prefix, "proj"), child_of(*m, "proj", prefix), y), p);
   }
 
   int ffn(const std::string& prefix, const ModulePtr& m, int in, double p) {
     if (as<nn::MlpImpl>(m) == nullptr) unsupported(prefix, *m);
-    const int h = linear(join(prefix, "fc"), child(*m, "fc", prefix), in);
+    const int h = linear(join(prefix, "fc"), child_of(*m, "fc", prefix), in);
     const int g = simple(OpKind::kGeluTanh, join(prefix, "gelu"), {h});
-    return dropout(join(prefix, "dropout"), linear(join(prefix, "proj"), child(*m, "proj", prefix), g), p);
+    return dropout(join(prefix, "dropout"), linear(join(prefix, "proj"), child_of(*m, "proj", prefix), g), p);
   }
 
   int block(const std::string& prefix, const ModulePtr& m, int in, int64_t heads, int64_t max_T, double p) {
     if (as<nn::BlockImpl>(m) == nullptr) unsupported(prefix, *m);
-    const int a = layer_norm(join(prefix, "ln1"), child(*m, "ln1", prefix), in);
+    const int a = layer_norm(join(prefix, "ln1"), child_of(*m, "ln1", prefix), in);
     const int h = simple(OpKind::kAdd, join(prefix, "add1"),
-                         {attention(join(prefix, "attn"), child(*m, "attn", prefix), a, heads, max_T, p), in});
-    const int b = layer_norm(join(prefix, "ln2"), child(*m, "ln2", prefix), h);
-    return simple(OpKind::kAdd, join(prefix, "add2"), {ffn(join(prefix, "mlp"), child(*m, "mlp", prefix), b, p), h});
+                         {attention(join(prefix, "attn"), child_of(*m, "attn", prefix), a, heads, max_T, p), in});
+    const int b = layer_norm(join(prefix, "ln2"), child_of(*m, "ln2", prefix), h);
+    return simple(OpKind::kAdd, join(prefix, "add2"), {ffn(join(prefix, "mlp"), child_of(*m, "mlp", prefix), b, p), h});
   }
 
-  void gpt(const models::GPTImpl& g) {
+  int gpt(const models::GPTImpl& g, int in) {
     const auto& o = g.options();
     graph.model_type = "gpt", graph.input_kind = "tokens", graph.sample_shape = {o.seq_len};
     Node e;
-    e.kind = OpKind::kEmbedTokens, e.op_type = "Embedding", e.name = "wte", e.inputs = {0};
+    e.kind = OpKind::kEmbedTokens, e.op_type = "Embedding", e.name = "wte", e.inputs = {in};
     e.weight = g.wte->weight, e.aux = g.wpe->weight;
     int x = dropout("drop", add(std::move(e)), o.dropout);
     const auto& blocks = *g.blocks;
     for (size_t i = 0; i < blocks.size(); ++i) {
       x = block("blocks." + std::to_string(i), blocks.ptr(i), x, o.heads, o.seq_len, o.dropout);
     }
-    x = layer_norm("ln_f", child(g, "ln_f", ""), x);
+    x = layer_norm("ln_f", child_of(g, "ln_f", ""), x);
     Node head;
     head.kind = OpKind::kLinear, head.op_type = "Linear", head.name = "lm_head", head.inputs = {x};
     head.weight = g.lm_head ? g.lm_head->weight : g.wte->weight;  // tied: the embedding itself
-    graph.output = add(std::move(head));
+    return add(std::move(head));
   }
 
   int basic_block(const std::string& prefix, const ModulePtr& m, int in) {
-    if (!child(*m, "conv1", prefix, false) || !child(*m, "bn2", prefix, false)) unsupported(prefix, *m);
-    int h = batch_norm(join(prefix, "bn1"), child(*m, "bn1", prefix), conv(join(prefix, "conv1"), child(*m, "conv1", prefix), in));
+    if (!child_of(*m, "conv1", prefix, false) || !child_of(*m, "bn2", prefix, false)) unsupported(prefix, *m);
+    int h = batch_norm(join(prefix, "bn1"), child_of(*m, "bn1", prefix), conv(join(prefix, "conv1"), child_of(*m, "conv1", prefix), in));
     h = relu(join(prefix, "relu1"), h);
-    h = batch_norm(join(prefix, "bn2"), child(*m, "bn2", prefix), conv(join(prefix, "conv2"), child(*m, "conv2", prefix), h));
+    h = batch_norm(join(prefix, "bn2"), child_of(*m, "bn2", prefix), conv(join(prefix, "conv2"), child_of(*m, "conv2", prefix), h));
     int shortcut = in;
-    if (auto ds = child(*m, "downsample", prefix, false)) {
+    if (auto ds = child_of(*m, "downsample", prefix, false)) {
       const std::string d = join(prefix, "downsample");
-      shortcut = batch_norm(d + ".1", child(*ds, "1", d), conv(d + ".0", child(*ds, "0", d), in));
+      shortcut = batch_norm(d + ".1", child_of(*ds, "1", d), conv(d + ".0", child_of(*ds, "0", d), in));
     }
     return simple(OpKind::kRelu, join(prefix, "relu"), {simple(OpKind::kAdd, join(prefix, "add"), {h, shortcut})});
   }
 
-  void resnet(const models::ResNet18Impl& r) {
+  int resnet(const models::ResNet18Impl& r, int in) {
     graph.model_type = "resnet18", graph.input_kind = "image";
-    int x = batch_norm("bn1", child(r, "bn1", ""), conv("conv1", child(r, "conv1", ""), 0));
+    int x = batch_norm("bn1", child_of(r, "bn1", ""), conv("conv1", child_of(r, "conv1", ""), in));
     x = relu("relu", x);
     for (int l = 1; l <= 4; ++l) {
       const std::string name = "layer" + std::to_string(l);
-      for (const auto& b : child(r, name, "")->named_children()) x = basic_block(join(name, b.key()), b.value(), x);
+      for (const auto& b : child_of(r, name, "")->named_children()) x = basic_block(join(name, b.key()), b.value(), x);
     }
-    graph.output = linear("fc", child(r, "fc", ""), simple(OpKind::kMeanHW, "avgpool", {x}));
+    return linear("fc", child_of(r, "fc", ""), simple(OpKind::kMeanHW, "avgpool", {x}));
   }
 
-  void mlp(const models::MlpClassifierImpl& m) {
+  int mlp(const models::MlpClassifierImpl& m, int in) {
     graph.model_type = "mlp", graph.input_kind = "features";
-    int x = simple(OpKind::kFlatten, "flatten", {0});
-    for (const auto& h : child(m, "hidden", "")->named_children()) {
+    int x = simple(OpKind::kFlatten, "flatten", {in});
+    for (const auto& h : child_of(m, "hidden", "")->named_children()) {
       x = dropout("hidden." + h.key() + ".dropout", linear("hidden." + h.key(), h.value(), x, /*relu=*/true),
                   hints_.dropout);
     }
-    graph.output = linear("head", child(m, "head", ""), x);
+    return linear("head", child_of(m, "head", ""), x);
   }
 
-  // One entry of a Sequential (or a standalone layer).
-  int layer(const std::string& path, const ModulePtr& m, int in) {
-    if (as<nn::LinearImpl>(m)) return linear(path, m, in);
-    if (as<torch::nn::Conv2dImpl>(m)) return conv(path, m, in);
-    if (as<torch::nn::BatchNorm2dImpl>(m)) return batch_norm(path, m, in);
-    if (as<torch::nn::ReLUImpl>(m)) return relu(path, in);
-    if (auto* g = as<torch::nn::GELUImpl>(m)) {
-      if (g->options.approximate() != "tanh") unsupported(path, *m);
-      return simple(OpKind::kGeluTanh, path, {in});
+  // Any module: the tracer registered for its type, or a UsageError naming the model, type and path.
+  int trace_module(const std::string& path, const ModulePtr& m, int in) override {
+    const std::string type = module_type_name(*m);
+    const ModuleTracer* tracer = find_tracer(type);
+    if (tracer == nullptr) {
+      XTRAIN_USAGE_ERROR("compress/export: ", hints_.model.empty() ? "" : "model " + hints_.model + ": ", "module ", type,
+                         " at layer '", path.empty() ? "<root>" : path, "' is not traceable (register a tracer ",
+                         "for it with compress::register_tracer, compress/graph/trace.h, made of traceable modules: ",
+                         traceable_list(), ")");
     }
-    if (as<torch::nn::FlattenImpl>(m)) return simple(OpKind::kFlatten, path, {in});
-    if (auto* d = as<torch::nn::DropoutImpl>(m)) return dropout(path, in, d->options.p());
-    if (as<nn::LayerNormImpl>(m)) return layer_norm(path, m, in);
-    if (as<nn::MlpImpl>(m)) return ffn(path, m, in, 0.0);
-    if (as<nn::BlockImpl>(m)) return block(path, m, in, hints_.heads, hints_.seq_len, 0.0);
-    if (as<nn::CausalSelfAttentionImpl>(m) || as<nn::MultiScaleAttentionImpl>(m)) {
-      return attention(path, m, in, hints_.heads, hints_.seq_len, 0.0);
-    }
-    if (auto* seq = as<torch::nn::SequentialImpl>(m)) {
-      for (const auto& c : seq->named_children()) in = layer(join(path, c.key()), c.value(), in);
-      return in;
-    }
-    unsupported(path, *m);
+    return (*tracer)(*this, path, m, in);
   }
+  ModulePtr child(const torch::nn::Module& m, const std::string& name, const std::string& path) override {
+    return child_of(m, name, path);
+  }
+  int add(const std::string& name, int a, int b) override { return simple(OpKind::kAdd, name, {a, b}); }
+  const TraceHints& hints() const override { return hints_; }
+
+  std::string root_type;
 
  private:
   TraceHints hints_;
 };
 
+struct TracerEntry {
+  ModuleTracer trace;
+  bool builtin = false;  // one of the layers above (a root of this kind is a "layer" graph)
+};
+
+template <class T>
+void add_layer(Registry<TracerEntry>& r, int (*fn)(Tracer&, const std::string&, const ModulePtr&, int)) {
+  r.add(c10::demangle_type<T>(), TracerEntry{[fn](TraceContext& ctx, const std::string& path, const ModulePtr& m, int in) {
+                                               return fn(static_cast<Tracer&>(ctx), path, m, in);
+                                             },
+                                             true});
+}
+
+// The built-ins: each calls the Tracer method for its kind (a built-in is only ever given a Tracer).
+void add_builtin_tracers(Registry<TracerEntry>& r) {
+  using P = const ModulePtr&;
+  add_layer<models::GPTImpl>(r, [](Tracer& t, const std::string&, P m, int in) { return t.gpt(*as<models::GPTImpl>(m), in); });
+  add_layer<models::ResNet18Impl>(r, [](Tracer& t, const std::string&, P m, int in) {
+    return t.resnet(*as<models::ResNet18Impl>(m), in);
+  });
+  add_layer<models::MlpClassifierImpl>(r, [](Tracer& t, const std::string&, P m, int in) {
+    return t.mlp(*as<models::MlpClassifierImpl>(m), in);
+  });
+  add_layer<nn::LinearImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.linear(p, m, in); });
+  add_layer<torch::nn::LinearImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.linear(p, m, in); });
+  add_layer<torch::nn::Conv2dImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.conv(p, m, in); });
+  add_layer<torch::nn::BatchNorm2dImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.batch_norm(p, m, in); });
+  add_layer<torch::nn::ReLUImpl>(r, [](Tracer& t, const std::string& p, P, int in) { return t.relu(p, in); });
+  add_layer<torch::nn::GELUImpl>(r, [](Tracer& t, const std::string& p, P m, int in) {
+    if (as<torch::nn::GELUImpl>(m)->options.approximate() != "tanh") unsupported(p, *m);
+    return t.simple(OpKind::kGeluTanh, p, {in});
+  });
+  add_layer<torch::nn::FlattenImpl>(r, [](Tracer& t, const std::string& p, P, int in) { return t.simple(OpKind::kFlatten, p, {in}); });
+  add_layer<torch::nn::DropoutImpl>(r, [](Tracer& t, const std::string& p, P m, int in) {
+    return t.dropout(p, in, as<torch::nn::DropoutImpl>(m)->options.p());
+  });
+  add_layer<nn::LayerNormImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.layer_norm(p, m, in); });
+  add_layer<nn::MlpImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.ffn(p, m, in, 0.0); });
+  add_layer<nn::BlockImpl>(r, [](Tracer& t, const std::string& p, P m, int in) {
+    return t.block(p, m, in, t.hints().heads, t.hints().seq_len, 0.0);
+  });
+  auto attention = [](Tracer& t, const std::string& p, P m, int in) {
+    return t.attention(p, m, in, t.hints().heads, t.hints().seq_len, 0.0);
+  };
+  add_layer<nn::CausalSelfAttentionImpl>(r, attention);
+  add_layer<nn::MultiScaleAttentionImpl>(r, attention);
+  add_layer<torch::nn::SequentialImpl>(r, [](Tracer& t, const std::string& p, P m, int in) {
+    for (const auto& c : m->named_children()) in = t.trace_module(join(p, c.key()), c.value(), in);
+    return in;
+  });
+}
+
+Registry<TracerEntry>& tracers() {
+  static auto* r = new Registry<TracerEntry>("tracer", add_builtin_tracers);
+  return *r;
+}
+
+std::string traceable_list() {
+  std::string list;
+  for (const auto& name : tracers().names()) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
+const ModuleTracer* find_tracer(const std::string& type) {
+  const TracerEntry* e = tracers().lookup(type);
+  return e ? &e->trace : nullptr;
+}
+
 }  // namespace
+
+void register_tracer(const std::string& module_type, ModuleTracer tracer) {
+  XTRAIN_USAGE_CHECK(!module_type.empty() && tracer, "compress: register_tracer needs a module type and a tracer");
+  tracers().add(module_type, TracerEntry{std::move(tracer), false});
+}
+
+std::string module_type_name(const torch::nn::Module& module) { return c10::demangle(typeid(module).name()); }
+
+std::vector<std::string> tracer_names() { return tracers().names(); }
 
 Graph trace(const torch::nn::Module& root, const TraceHints& hints) {
   Tracer t(hints);
-  if (auto* g = dynamic_cast<const models::GPTImpl*>(&root)) {
-    t.gpt(*g);
-  } else if (auto* r = dynamic_cast<const models::ResNet18Impl*>(&root)) {
-    t.resnet(*r);
-  } else if (auto* m = dynamic_cast<const models::MlpClassifierImpl*>(&root)) {
-    t.mlp(*m);
-  } else {
-    // A Sequential or a single known layer: the tracer needs a shared_ptr; clone-free aliasing.
-    ModulePtr alias(ModulePtr(), const_cast<torch::nn::Module*>(&root));
-    t.graph.model_type = dynamic_cast<const torch::nn::SequentialImpl*>(&root) ? "sequential" : "layer";
-    t.graph.input_kind = "features";
-    t.graph.output = t.layer("", alias, 0);
+  t.root_type = module_type_name(root);
+  t.graph.input_kind = "features";  // the assemblies set their own
+  // The tracer needs a shared_ptr: clone-free aliasing of the caller's module.
+  ModulePtr alias(ModulePtr(), const_cast<torch::nn::Module*>(&root));
+  t.graph.output = t.trace_module("", alias, 0);
+  if (t.graph.model_type.empty()) {
+    const TracerEntry* e = tracers().lookup(t.root_type);
+    const bool sequential = dynamic_cast<const torch::nn::SequentialImpl*>(&root) != nullptr;
+    t.graph.model_type = sequential ? "sequential" : e->builtin ? "layer" : hints.model.empty() ? t.root_type : hints.model;
   }
   Graph g = std::move(t.graph);
   if (g.input_kind != "tokens") g.sample_shape = hints.sample_shape;
