@@ -11,8 +11,8 @@
 #include "support/paths.h"
 #include "xtrain/base/utf8.h"
 #include "xtrain/data/dataset.h"
-#include "xtrain/engine/evaluate.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/evaluate.h"
+#include "xtrain/run/train.h"
 
 namespace xtrain {
 namespace {

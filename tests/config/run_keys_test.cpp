@@ -11,8 +11,8 @@
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/config/config.h"
-#include "xtrain/engine/run_checks.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/run_checks.h"
+#include "xtrain/run/train.h"
 
 namespace xtrain {
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs every command line of README.md and docs/*.md with XTRAIN_SMOKE=1 (tiny settings:
-src/xtrain/engine/smoke.h) and fails when one fails, printing the command and its output.
+src/xtrain/run/smoke.h) and fails when one fails, printing the command and its output.
 
 Command blocks are the fenced blocks with no language (or sh/bash/shell/console); a trailing `\\`
 joins lines and `# ...` is a comment. They run in README order, as argv (no shell), in a fresh

@@ -5,12 +5,13 @@
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include "xtrain/base/error.h"
 #include "xtrain/comm/rank_info.h"
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
-#include "xtrain/engine/model_parallel.h"
+#include "xtrain/run/run_checks.h"
 
 namespace xtrain {
 namespace {

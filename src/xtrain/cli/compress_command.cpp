@@ -16,9 +16,9 @@
 #include "xtrain/compress/pipeline.h"
 #include "xtrain/config/config.h"
 #include "xtrain/data/sampler.h"
-#include "xtrain/engine/run_dir.h"
-#include "xtrain/engine/smoke.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/run_dir.h"
+#include "xtrain/run/smoke.h"
+#include "xtrain/run/train.h"
 #include "xtrain/nn/losses.h"
 
 namespace xtrain::cli {

@@ -15,7 +15,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/base/stopwatch.h"
 #include "xtrain/cli/subcommands.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/train.h"
 #include "xtrain/monitor/progress.h"
 
 namespace xtrain::cli {

@@ -15,8 +15,8 @@
 #include "xtrain/compress/quant/quantize.h"
 #include "xtrain/config/config.h"
 #include "xtrain/data/sampler.h"
-#include "xtrain/engine/run_dir.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/run_dir.h"
+#include "xtrain/run/train.h"
 #include "xtrain/export/onnx/onnx_export.h"
 
 namespace xtrain::cli {

@@ -9,8 +9,8 @@
 #include "xtrain/base/error.h"
 #include "xtrain/comm/rank_info.h"
 #include "xtrain/config/config.h"
-#include "xtrain/engine/model_parallel.h"
-#include "xtrain/engine/run_checks.h"
+#include "xtrain/run/checkpoint_merge.h"
+#include "xtrain/run/run_checks.h"
 
 namespace xtrain::cli {
 

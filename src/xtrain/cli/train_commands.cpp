@@ -6,7 +6,7 @@
 #include "xtrain/base/log.h"
 #include "xtrain/base/utf8.h"
 #include "xtrain/cli/subcommands.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/train.h"
 #include "xtrain/monitor/progress.h"
 
 namespace xtrain::cli {

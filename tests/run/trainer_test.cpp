@@ -8,7 +8,7 @@
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/train.h"
 
 namespace xtrain {
 namespace {

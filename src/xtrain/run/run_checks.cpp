@@ -1,5 +1,8 @@
-#include "xtrain/engine/run_checks.h"
+#include "xtrain/run/run_checks.h"
 
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -8,6 +11,8 @@
 #include "xtrain/data/curriculum.h"
 #include "xtrain/data/difficulty_sampler.h"
 #include "xtrain/data/registry.h"
+#include "xtrain/models/gpt_pipeline_model.h"
+#include "xtrain/models/gpt_tensor_parallel_model.h"
 #include "xtrain/models/registry.h"
 #include "xtrain/monitor/run_monitor.h"
 #include "xtrain/nn/losses.h"
@@ -19,41 +24,64 @@
 namespace xtrain {
 namespace {
 
-// Model and data agreement (what building the run would find out late).
+// The task of a registered model / dataset ("lm" | "classify"), "" for a name the registry does not
+// hold (check_registered reports that one).
+std::string model_task(const std::string& type) {
+  const auto names = models::model_names();
+  return std::find(names.begin(), names.end(), type) == names.end() ? "" : models::find_model(type).task;
+}
+std::string data_task(const std::string& type) {
+  const auto names = data::dataset_names();
+  return std::find(names.begin(), names.end(), type) == names.end() ? "" : data::find_dataset(type).task;
+}
+
+// The names whose task is "lm", joined: `"gpt"` / `text`.
+std::string lm_models() {
+  std::vector<std::string> out;
+  for (const auto& n : models::model_names()) {
+    if (models::find_model(n).task == "lm") out.push_back("\"" + n + "\"");
+  }
+  return c10::Join(" or ", out);
+}
+std::string lm_datasets() {
+  std::vector<std::string> out;
+  for (const auto& n : data::dataset_names()) {
+    if (data::find_dataset(n).task == "lm") out.push_back(n);
+  }
+  return c10::Join(" or ", out);
+}
+
+// Model and data agreement (what building the run would find out late): the model's task is the
+// one the dataset's batches feed.
 void check_model_data(const config::Config& c) {
   const auto& mo = c.model;
-  if (c.data.type == "text") {
-    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: xtrain.model.type \"", mo.type, "\" cannot train on text data;",
-                       " use \"gpt\" (or an image dataset)");
+  const std::string mt = model_task(mo.type);
+  if (data_task(c.data.type) == "lm") {
+    XTRAIN_USAGE_CHECK(mt == "lm", "config: xtrain.model.type \"", mo.type, "\" cannot train on text data;",
+                       " use ", lm_models(), " (or an image dataset)");
   } else {
-    XTRAIN_USAGE_CHECK(mo.type != "gpt", "config: xtrain.model.type \"gpt\" needs text data (xtrain.data.type=text)");
+    XTRAIN_USAGE_CHECK(mt != "lm", "config: xtrain.model.type \"", mo.type, "\" needs text data (xtrain.data.type=",
+                       lm_datasets(), ")");
   }
-  if (c.activation_checkpointing.enabled) {
-    XTRAIN_USAGE_CHECK(mo.type == "gpt", "models: activation_checkpointing.enabled needs a gpt model (its blocks are "
-                       "the checkpoint units), got ", mo.type);
-  }
+  if (c.activation_checkpointing.enabled) models::check_activation_checkpointing_model(mo.type);
 }
 
 void check_parallel(const config::Config& c) {
-  const auto& mo = c.model;
   if (c.tensor_parallel.size > 1) {
-    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: tensor_parallel.size > 1 needs xtrain.model.type \"gpt\", got \"",
-                       mo.type, "\"");
+    models::check_tensor_parallel_model(c.model.type);
     XTRAIN_USAGE_CHECK(c.loss.type == "cross_entropy" && c.loss.label_smoothing == 0.0,
                        "config: tensor_parallel.size > 1 trains with plain cross-entropy (the vocabulary-parallel loss);"
                        " remove xtrain.loss.type / xtrain.loss.label_smoothing");
     XTRAIN_USAGE_CHECK(c.zero_optimization.stage <= 2, "config: tensor_parallel.size > 1 works with ZeRO stages 0-2, got "
                        "zero_optimization.stage ", c.zero_optimization.stage);
   }
-  if (c.pipeline.stages > 1) {
-    XTRAIN_USAGE_CHECK(mo.type == "gpt", "config: pipeline.stages > 1 needs xtrain.model.type \"gpt\", got \"", mo.type,
-                       "\"");
-  }
+  if (c.pipeline.stages > 1) models::check_pipeline_model(c.model.type);
 }
 
 void check_data_order(const config::Config& c) {
   if (c.curriculum_learning.enabled) {
-    XTRAIN_USAGE_CHECK(c.data.type == "text", "config: curriculum_learning (seqlen) needs text data (xtrain.data.type=text)");
+    XTRAIN_USAGE_CHECK(data_task(c.data.type) == "lm",
+                       "config: curriculum_learning (seqlen) needs text data (xtrain.data.type=text)");
     XTRAIN_USAGE_CHECK(c.curriculum_learning.max_difficulty <= c.model.seq_len,
                        "config: curriculum_learning.max_difficulty (", c.curriculum_learning.max_difficulty,
                        ") must be <= xtrain.model.seq_len (", c.model.seq_len, ")");
@@ -105,6 +133,13 @@ void check_monitor(const config::Config& c) {
 }
 
 }  // namespace
+
+void check_checkpoint_storage(const config::Config& config, const comm::RankInfo& rank) {
+  XTRAIN_USAGE_CHECK(!config.checkpoint.use_node_local_storage || rank.local_world_size >= rank.world_size,
+                     "not supported yet: checkpoint.use_node_local_storage on more than one node (this run has ",
+                     rank.world_size, " ranks, ", rank.local_world_size, " on this node); every rank needs one "
+                     "shared checkpoint folder: remove the key");
+}
 
 void check_run_config(const config::Config& c) {
   std::vector<std::string> errors;

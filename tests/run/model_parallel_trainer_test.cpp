@@ -20,8 +20,8 @@
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
-#include "xtrain/engine/model_parallel.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/checkpoint_merge.h"
+#include "xtrain/run/train.h"
 
 namespace xtrain {
 namespace {

@@ -1,4 +1,4 @@
-#include "xtrain/engine/evaluate.h"
+#include "xtrain/run/evaluate.h"
 
 #include <ATen/Functions.h>
 #include <torch/nn/module.h>

@@ -1,4 +1,4 @@
-#include "xtrain/engine/run_dir.h"
+#include "xtrain/run/run_dir.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>

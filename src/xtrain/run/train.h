@@ -1,7 +1,7 @@
-// The training loop `xtrain train` runs: builds data, model, loss and Engine from the config,
-// trains for xtrain.steps with a progress line, validates and checkpoints at intervals, resumes
-// exactly from a run directory, and ends with a summary (and a text sample for language models).
-// A run directory holds config.json (resolved), metrics.jsonl and checkpoints/.
+// The training loop `xtrain train` runs: builds data, task, model, loss and Engine from the config
+// (setup.h), trains for xtrain.steps with a progress line, validates and checkpoints at intervals,
+// resumes exactly from a run directory, and ends with a summary (and a text sample for language
+// models). A run directory holds config.json (resolved), metrics.jsonl and checkpoints/.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 
 #include "xtrain/config/config.h"
 #include "xtrain/data/dataset.h"
-#include "xtrain/engine/evaluate.h"  // EvalResult, evaluate
+#include "xtrain/run/evaluate.h"  // EvalResult, evaluate
 #include "xtrain/models/factory.h"
 
 namespace xtrain {

@@ -1,7 +1,7 @@
 // XTRAIN_SMOKE (engine/smoke.h): the switch's values, and the overrides it adds to a training run:
 // tiny where the user's config allows it, and never against what the config requires (windows need
 // heads, tensor parallelism divides heads, pipeline stages need layers, a --set seq_len stays).
-#include "xtrain/engine/smoke.h"
+#include "xtrain/run/smoke.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The tiny-settings switch (see smoke.h).
-#include "xtrain/engine/smoke.h"
+#include "xtrain/run/smoke.h"
 
 #include <algorithm>
 

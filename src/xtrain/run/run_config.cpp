@@ -9,12 +9,12 @@
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/comm/rank_info.h"
 #include "xtrain/data/dataset.h"
-#include "xtrain/engine/run_dir.h"
-#include "xtrain/engine/smoke.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/run_dir.h"
+#include "xtrain/run/smoke.h"
+#include "xtrain/run/train.h"
 #include "xtrain/models/generate.h"
 #include "xtrain/models/gpt.h"
-#include "xtrain/engine/model_parallel.h"
+#include "xtrain/run/checkpoint_merge.h"
 
 namespace xtrain {
 namespace fs = std::filesystem;
@@ -102,7 +102,7 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) 
     XTRAIN_USAGE_CHECK(it != weights.end(), "checkpoint ", reader.dir(), " has no tensor for ", name);
     target.copy_(it->second.reshape(target.sizes()));
   };
-  const auto rank0 = model_parallel_rank0(reader);
+  const auto rank0 = checkpoint::model_parallel_rank0(reader);
   if (rank0.has_file("buffers.pt")) {
     for (auto& [name, t] : rank0.read_tensors("buffers.pt")) weights[name] = t;
   }

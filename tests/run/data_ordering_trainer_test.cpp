@@ -12,7 +12,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/data/difficulty_scorer.h"
-#include "xtrain/engine/trainer.h"
+#include "xtrain/run/train.h"
 
 namespace xtrain {
 namespace {

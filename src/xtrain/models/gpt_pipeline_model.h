@@ -1,0 +1,38 @@
+// pipeline.stages > 1 as a models::Model: this rank's PipelineGPT stage (gpt_pipeline.h) of a
+// whole GPT or TensorParallelGPT built on every rank, with a Model::forward that runs the whole
+// pipeline for evaluation and sampling: every rank of the pipeline group calls it with the same
+// ids, hidden states go stage to stage (fp32 on the wire), and the last stage's logits (gathered
+// over the tensor-parallel group) are broadcast to all stages.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "xtrain/models/factory.h"
+
+namespace xtrain::comm {
+class Communicator;
+}
+
+namespace xtrain::models {
+
+class PipelineGPTImpl;
+
+// pipeline.stages > 1 cuts a gpt only: UsageError naming xtrain.model.type for another.
+void check_pipeline_model(const std::string& type);
+// activation_checkpointing.enabled checkpoints a gpt's blocks (a stage's too): UsageError for another.
+void check_activation_checkpointing_model(const std::string& type);
+
+// Replaces model.module by stage `stage` of `stages` (the whole model's other modules are freed
+// once `model` drops them) and model.forward by the pipeline's forward over `pp` (rank = stage)
+// and `tp`. `partition`: "uniform" | "parameters". UsageError for a model other than a gpt
+// (pipeline.stages > 1 needs one) and as PipelineGPTImpl's constructor. Returns the stage.
+std::shared_ptr<PipelineGPTImpl> cut_pipeline_stage(Model& model, int stage, int stages, const std::string& partition,
+                                                    std::shared_ptr<comm::Communicator> pp,
+                                                    std::shared_ptr<comm::Communicator> tp);
+
+// The tied embedding's two copies (first and last stage) count once in the gradient norm: each
+// of stage.tied_parameters() weighs half what `weights` gave it (1 when absent).
+void halve_tied_norm_weights(const PipelineGPTImpl& stage, std::map<std::string, double>& weights);
+
+}  // namespace xtrain::models

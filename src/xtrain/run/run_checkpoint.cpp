@@ -1,0 +1,98 @@
+#include "xtrain/run/run_checkpoint.h"
+
+#include <csignal>
+#include <filesystem>
+
+#include "xtrain/base/env.h"
+#include "xtrain/base/error.h"
+#include "xtrain/base/log.h"
+#include "xtrain/checkpoint/model_parallel.h"
+#include "xtrain/checkpoint/store.h"
+#include "xtrain/comm/communicator.h"
+#include "xtrain/run/run_dir.h"
+
+namespace xtrain {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string trainer_state_file(int rank) { return rank == 0 ? "trainer.json" : c10::str("trainer_rank", rank, ".json"); }
+
+// The engine's files of this tensor/pipeline rank: "" without model parallelism.
+std::string checkpoint_scope(const parallel::ParallelGroups& g) {
+  if (!g.model_parallel()) return "";
+  const auto c = g.coord();
+  return checkpoint::model_parallel_scope(c.tp, c.pp);
+}
+
+checkpoint::ModelParallelManifest manifest_of(const Setup& s) {
+  using topology::Axis;
+  const auto& grid = s.groups.grid;
+  checkpoint::ModelParallelManifest m;
+  m.tensor_parallel = grid.size(Axis::kTensor);
+  m.pipeline = grid.size(Axis::kPipeline);
+  m.data_parallel = grid.size(Axis::kData);
+  m.order = grid.order();
+  for (const auto& [name, spec] : s.shard_specs) {
+    if (spec.dim >= 0) m.shards[name] = {spec.dim, spec.stride};
+  }
+  return m;
+}
+
+}  // namespace
+
+bool fault_due(const char* variable, int64_t step, int rank, const char* phase) {
+  const std::string v = env::get_or(variable, "");
+  if (v.empty()) return false;
+  const auto colon = v.find(':');
+  const int64_t at = std::stoll(v.substr(0, colon));
+  const auto second = colon == std::string::npos ? std::string::npos : v.find(':', colon + 1);
+  const int who = colon == std::string::npos ? 0 : std::stoi(v.substr(colon + 1, second - colon - 1));
+  const std::string when = second == std::string::npos ? "" : v.substr(second + 1);
+  if (step != at || rank != who || when != phase) return false;
+  log::error(variable, ": rank ", rank, " kills itself at step ", step);
+  return true;
+}
+
+void save(Setup& s, const std::string& run_dir) {
+  const std::string root = (fs::path(run_dir) / "checkpoints").string();
+  checkpoint::CheckpointWriter writer(root, "global_step" + std::to_string(s.engine->global_steps()), s.rank.rank);
+  writer.set_scope(checkpoint_scope(s.groups));
+  s.engine->save_checkpoint(writer);
+  writer.set_scope("");
+  if (s.lead() && s.groups.model_parallel()) checkpoint::write_model_parallel_manifest(writer, manifest_of(s));
+  if (fault_due("XTRAIN_FAULT_IN_SAVE", s.engine->global_steps(), s.rank.rank, "mid")) std::raise(SIGKILL);
+  writer.write_text(trainer_state_file(s.rank.rank), trainer_state_json(s.train_loader->state()));
+  if (s.lead()) writer.write_text("config.json", config::to_json(s.config));
+  writer.finish_rank();
+  if (fault_due("XTRAIN_FAULT_IN_SAVE", s.engine->global_steps(), s.rank.rank)) std::raise(SIGKILL);
+  s.comm->barrier();
+  if (s.lead()) {
+    writer.commit("{}", s.rank.world_size);
+    checkpoint::prune(root, s.config.trainer.keep_checkpoints);
+  }
+  s.comm->barrier();  // nobody starts the next step (or exits) before the checkpoint is committed
+}
+
+void resume(Setup& s, const std::string& run_dir) {
+  const std::string root = (fs::path(run_dir) / "checkpoints").string();
+  XTRAIN_USAGE_CHECK(!checkpoint::latest_tag(root).empty(), "--resume: ", run_dir,
+                     " has no checkpoint (checkpoints/latest is missing)");
+  checkpoint::CheckpointReader reader(root);
+  using topology::Axis;
+  checkpoint::check_model_parallel_manifest(reader, s.groups.grid.size(Axis::kTensor), s.groups.grid.size(Axis::kPipeline));
+  s.engine->load_checkpoint(reader.scoped(checkpoint_scope(s.groups)));
+  const std::string mine = trainer_state_file(s.rank.rank);
+  if (reader.has_file(mine)) {
+    s.train_loader->set_state(restore_trainer_state(reader.read_text(mine)));
+  } else {  // saved by fewer ranks: this rank starts its shard of the saved epoch afresh
+    auto state = restore_trainer_state(reader.read_text("trainer.json"));
+    log::warn("resume: ", mine, " is not in the checkpoint (saved by a different number of ranks); rank ",
+              s.rank.rank, " restarts its data shard of epoch ", state.epoch);
+    state.position = 0;
+    s.train_loader->set_state(state);
+  }
+  log::info("resumed from ", reader.dir(), " at step ", s.engine->global_steps());
+}
+
+}  // namespace xtrain
