@@ -58,15 +58,13 @@ void fsync_dir(const std::string& dir) {
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   const std::string dir = parent_dir(path);
   const std::string tmp = dir + "/." + path.substr(path.find_last_of('/') + 1) + ".tmp";
-  {
+  try {
     DurableFile out(tmp);
-    try {
-      out.write(bytes.data(), bytes.size());
-      out.close();
-    } catch (...) {
-      ::unlink(tmp.c_str());
-      throw;
-    }
+    out.write(bytes.data(), bytes.size());
+    out.close();
+  } catch (const UsageError& e) {
+    ::unlink(tmp.c_str());
+    XTRAIN_USAGE_ERROR("cannot replace ", path, " (the old file is unchanged): ", e.what());
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;

@@ -13,7 +13,7 @@ std::string read_file(const std::string& path);
 
 // Replaces `path` atomically and durably. The temp file is <dir>/.<name>.tmp: hidden, and not
 // ending in the target's extension, so folder scans (`*.json`) never pick up a torn one.
-// UsageError naming the path on failure; the old file is then untouched.
+// On failure a UsageError names the path and the temp file; the old file is then untouched.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // fsync of a folder, so that a rename or a new file in it survives a crash.
