@@ -239,16 +239,41 @@ TEST(Batch, InconsistentTriplePrintsTheEquation) {
             std::string::npos);
 }
 
-// docs/config.md in the source tree is what `xtrain config --docs` prints now.
+// The first line where `committed` and `generated` differ, both shown.
+std::string first_difference(const std::string& committed, const std::string& generated) {
+  std::istringstream c(committed), g(generated);
+  std::string lc, lg;
+  for (int line = 1;; ++line) {
+    const bool more_c = static_cast<bool>(std::getline(c, lc)), more_g = static_cast<bool>(std::getline(g, lg));
+    if (!more_c && !more_g) return "they differ only in the final newline";
+    if (more_c && more_g && lc == lg) continue;
+    return "first difference at line " + std::to_string(line) + ":\n  docs/config.md: " +
+           (more_c ? lc : "(ends here)") + "\n  generated:      " + (more_g ? lg : "(ends here)");
+  }
+}
+
+// docs/config.md in the source tree is what `xtrain config --docs` prints now (every options.h and
+// registry entry's keys). Adding a key or a registry entry means regenerating the file.
 TEST(Config, DocsAreUpToDate) {
   const std::string md = markdown_reference();
   EXPECT_NE(md.find("`zero_optimization.offload_optimizer.device`"), std::string::npos);
   EXPECT_NE(md.find("`optimizer.params (Lamb).max_coeff`"), std::string::npos);
-  std::ifstream in(testing::source_dir() + "/docs/config.md");
-  ASSERT_TRUE(in.good()) << testing::source_dir() << "/docs/config.md is missing";
+  const std::string path = testing::source_dir() + "/docs/config.md";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << path << " is missing: generate it with `build/xtrain config --docs > docs/config.md`";
   std::stringstream committed;
   committed << in.rdbuf();
-  EXPECT_EQ(md, committed.str()) << "docs/config.md is stale: regenerate with `build/xtrain config --docs > docs/config.md`";
+  if (committed.str() == md) return;
+  ADD_FAILURE() << "docs/config.md is stale (" << first_difference(committed.str(), md)
+                << ")\nregenerate it from the repository root with `build/xtrain config --docs > docs/config.md`"
+                << " and commit it; `git diff docs/config.md` then shows every change";
+}
+
+// The stale-docs message points at the right line (a wrong hint would send the reader astray).
+TEST(Config, DocsDiffHintNamesTheFirstDifferentLine) {
+  EXPECT_EQ(first_difference("a\nb\nc\n", "a\nB\nc\n"), "first difference at line 2:\n  docs/config.md: b\n  generated:      B");
+  EXPECT_EQ(first_difference("a\n", "a\nnew\n"), "first difference at line 2:\n  docs/config.md: (ends here)\n  generated:      new");
+  EXPECT_EQ(first_difference("a\n", "a"), "they differ only in the final newline");
 }
 
 }  // namespace
