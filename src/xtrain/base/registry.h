@@ -6,6 +6,7 @@
 // while the process runs, so a reference from find() stays valid even after a replacement.
 // Reference: kernels/attention/registry.h (the first registry), LLVM's cl::opt "did you mean".
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -45,6 +46,19 @@ class Registry {
       retired_.push_back(std::move(it->second));
       it->second = std::move(e);
     }
+  }
+
+  // Takes `name` out (it stays alive: see the header); false when unknown. For tests and plugins
+  // that register an entry for a while.
+  bool remove(const std::string& name) {
+    ensure_builtins();
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return false;
+    retired_.push_back(std::move(it->second));
+    entries_.erase(it);
+    order_.erase(std::find(order_.begin(), order_.end(), name));
+    return true;
   }
 
   bool contains(const std::string& name) { return lookup(name) != nullptr; }

@@ -10,6 +10,8 @@
 #include "xtrain/config/config_visit.h"
 #include "xtrain/config/key_status.h"
 #include "xtrain/config/rules.h"
+#include "xtrain/config/optimizer_types.h"
+#include "xtrain/config/scheduler_types.h"
 #include "xtrain/config/validate.h"
 #include "xtrain/config/visitors.h"
 
@@ -145,48 +147,14 @@ void resolve(Config& c, const LoadOptions& options, std::vector<std::string>& no
                              "; derived: ", b.derived, ")"));
   }
   // Schedules that need the run length take it from xtrain.steps when not given.
-  auto& s = c.scheduler;
-  if ((s.type == "WarmupDecayLR" && s.warmup.total_num_steps <= 0) ||
-      (s.type == "WarmupCosineLR" && s.cosine.total_num_steps <= 0)) {
-    (s.type == "WarmupDecayLR" ? s.warmup.total_num_steps : s.cosine.total_num_steps) = c.trainer.steps;
-    notes.push_back(c10::str("scheduler.params.total_num_steps = ", c.trainer.steps, " (from xtrain.steps)"));
+  const SchedulerType* type = scheduler_types().lookup(c.scheduler.type);
+  if (type && type->resolve) {
+    const std::string note = type->resolve(c.scheduler, c.trainer.steps);
+    if (!note.empty()) notes.push_back(note);
   }
 }
 
 }  // namespace
-
-std::string normalise_optimizer_type(const std::string& type) {
-  const std::vector<std::string> ours = {"Adam", "AdamW", "Lamb", "SGD"};
-  for (const auto& name : ours) {
-    if (edit_distance(type, name) == 0 && type.size() == name.size()) return name;  // case-insensitive equal
-  }
-  const std::vector<std::string> theirs = {"OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Adagrad", "Lion",
-                                           "MuAdam", "MuAdamW", "MuSGD", "RMSprop", "Adamax", "NAdam", "RAdam"};
-  for (const auto& name : theirs) {
-    XTRAIN_USAGE_CHECK(!(edit_distance(type, name) == 0 && type.size() == name.size()),
-                       "config: not supported yet: optimizer.type=\"", type, "\" (xtrain has Adam, AdamW, Lamb, SGD)");
-  }
-  XTRAIN_USAGE_ERROR("config: optimizer.type must be one of \"Adam\", \"AdamW\", \"Lamb\", \"SGD\", got \"", type, "\"",
-                     did_you_mean_suffix(type, ours));
-}
-
-std::string normalise_scheduler_type(const std::string& type) {
-  if (type.empty()) return type;
-  const std::vector<std::string> ours = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest",
-                                         "Adaptive"};
-  for (const auto& name : ours) {
-    if (type == name) return name;
-  }
-  const std::vector<std::string> torch_names = {"StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-                                                "ReduceLROnPlateau", "CyclicLR", "LambdaLR", "LinearLR"};
-  for (const auto& name : torch_names) {
-    XTRAIN_USAGE_CHECK(type != name, "config: not supported yet: scheduler.type=\"", type,
-                       "\" (xtrain has WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest, Adaptive;"
-                       " Adaptive reduces the lr on a plateau)");
-  }
-  XTRAIN_USAGE_ERROR("config: scheduler.type must be one of WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, "
-                     "LRRangeTest, Adaptive, got \"", type, "\"", did_you_mean_suffix(type, ours));
-}
 
 namespace {
 
@@ -290,6 +258,28 @@ const char* const kPreamble =
     "it to a value other than the default gets one start-up line saying so and why).\n\n"
     "| key | type | default | meaning | status |\n|---|---|---|---|---|\n";
 
+// The optimizer and scheduler registries (config/optimizer_types.h, config/scheduler_types.h):
+// each type with what it is and where its keys are listed above.
+std::string registered_types() {
+  std::string md =
+      "\n## Registered optimizers and schedules\n\n"
+      "`optimizer.type` and `scheduler.type` name entries of registries (`optim/registry.h`, `sched/registry.h`);\n"
+      "a program or plugin adds its own with one registration call. `xtrain.loss.type` names an entry of\n"
+      "`nn/losses_registry.h` (built in: `cross_entropy`, `focal`).\n\n"
+      "| key | type | what it is | keys |\n|---|---|---|---|\n";
+  auto rows = [&md](const char* key, const auto& names, auto& types, const char* section) {
+    std::string label;
+    for (const auto& name : names) {
+      const auto& t = types.find(name, key);
+      if (!t.params_label.empty()) label = t.params_label;
+      md += std::string("| `") + key + "` | `" + name + "` | " + t.description + " | `" + section + "." + label + "` |\n";
+    }
+  };
+  rows("optimizer.type", optimizer_types().names(), optimizer_types(), "optimizer");
+  rows("scheduler.type", scheduler_types().names(), scheduler_types(), "scheduler");
+  return md;
+}
+
 std::vector<std::pair<int, std::string (*)()>>& reference_sections() {
   static std::vector<std::pair<int, std::string (*)()>> sections;
   return sections;
@@ -308,6 +298,7 @@ std::string markdown_reference() {
     const std::string def = r.alias ? "" : "`" + r.default_text + "`";
     md += "| `" + r.key + "` | " + r.type + " | " + def + " | " + r.doc + " | " + status_cell(r) + " |\n";
   }
+  md += registered_types();
   md += "\n## DeepSpeed sections and keys read only to be reported\n\n"
         "DeepSpeed features xtrain does not implement. A section whose `enabled` is true (or a key set to a value\n"
         "that would change training) is refused as \"not supported yet\"; otherwise the file gets one line saying\n"

@@ -3,13 +3,18 @@
 #include "xtrain/base/did_you_mean.h"
 #include "xtrain/base/error.h"
 #include "xtrain/config/config.h"
+#include "xtrain/config/optimizer_types.h"
+#include "xtrain/config/scheduler_types.h"
 
 namespace xtrain::config {
 
-// DeepSpeed matches adam/adamw/lamb case-insensitively and torch.optim names exactly; xtrain
-// accepts any case for the four it implements.
-std::string normalise_optimizer_type(const std::string& type);
-std::string normalise_scheduler_type(const std::string& type);
+// The `type` key's docs line: every registered name, "Adam | AdamW | Lamb | SGD".
+template <class Entry>
+std::string type_choices(Registry<Entry>& types) {
+  std::string out;
+  for (const auto& name : types.names()) out += (out.empty() ? "" : " | ") + name;
+  return out;
+}
 
 template <class V>
 void Config::visit(V& v) {
@@ -17,52 +22,15 @@ void Config::visit(V& v) {
   v.alias("bfloat16", "bf16", "");
   if (v.has("optimizer")) has_optimizer = true;
   v.nested("optimizer", [&](auto& s) {
-    s("type", optimizer.type, "Adam | AdamW | Lamb | SGD");
+    s("type", optimizer.type, type_choices(optimizer_types()).c_str());
     if (!s.documenting()) optimizer.type = normalise_optimizer_type(optimizer.type);
-    const std::string& t = optimizer.type;
-    auto params = [&](const char* key, auto& p) {
-      s.nested(key, [&](auto& ps) {
-        ps.forbid("max_grad_norm", "use the top-level gradient_clipping");
-        p.visit(ps);
-      });
-    };
-    if (s.documenting()) {
-      params("params (Adam, AdamW)", optimizer.adam);
-      params("params (Lamb)", optimizer.lamb);
-      params("params (SGD)", optimizer.sgd);
-    } else if (t == "Lamb") {
-      params("params", optimizer.lamb);
-    } else if (t == "SGD") {
-      params("params", optimizer.sgd);
-    } else {
-      params("params", optimizer.adam);
-      if (t == "AdamW") optimizer.adam.adam_w_mode = true;
-    }
+    visit_section_params(s, optimizer, optimizer.type, optimizer_types(),
+                         [](auto& ps) { ps.forbid("max_grad_norm", "use the top-level gradient_clipping"); });
   });
   v.nested("scheduler", [&](auto& s) {
-    s("type", scheduler.type, "WarmupLR | WarmupDecayLR | WarmupCosineLR | OneCycle | LRRangeTest | Adaptive");
+    s("type", scheduler.type, type_choices(scheduler_types()).c_str());
     if (!s.documenting()) scheduler.type = normalise_scheduler_type(scheduler.type);
-    const std::string& t = scheduler.type;
-    auto params = [&](const char* key, auto& p) { s(key, p); };
-    if (s.documenting()) {
-      scheduler.warmup.with_decay = true;
-      params("params (WarmupLR, WarmupDecayLR)", scheduler.warmup);
-      params("params (WarmupCosineLR)", scheduler.cosine);
-      params("params (OneCycle)", scheduler.one_cycle);
-      params("params (LRRangeTest)", scheduler.range_test);
-      params("params (Adaptive)", scheduler.adaptive);
-    } else if (t == "WarmupLR" || t == "WarmupDecayLR") {
-      scheduler.warmup.with_decay = t == "WarmupDecayLR";
-      params("params", scheduler.warmup);
-    } else if (t == "WarmupCosineLR") {
-      params("params", scheduler.cosine);
-    } else if (t == "OneCycle") {
-      params("params", scheduler.one_cycle);
-    } else if (t == "LRRangeTest") {
-      params("params", scheduler.range_test);
-    } else if (t == "Adaptive") {
-      params("params", scheduler.adaptive);
-    }
+    visit_section_params(s, scheduler, scheduler.type, scheduler_types(), [](auto&) {});
   });
   v("fp16", fp16, "fp16 mixed precision with loss scaling");
   v("bf16", bf16, "bf16 mixed precision");
@@ -85,6 +53,8 @@ void Config::visit(V& v) {
     x("model", model, "model assembly");
     x("data", data, "dataset");
     x("loss", loss, "training loss");
+    x("param_groups", optimizer.param_groups,
+      "parameter groups (DeepSpeed's model_parameters): [{params: [globs], lr_scale, weight_decay}]; first match wins");
     trainer.visit(x);
     x("comm", comm, "collectives");
     x("monitor", monitor, "MFU peak, histograms, TensorBoard flushing");

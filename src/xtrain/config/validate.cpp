@@ -4,6 +4,9 @@
 
 #include <c10/util/StringUtil.h>
 
+#include "xtrain/config/optimizer_types.h"
+#include "xtrain/config/scheduler_types.h"
+
 namespace xtrain::config {
 namespace {
 
@@ -12,31 +15,26 @@ namespace {
     if (!(cond)) errors.push_back(::c10::str(__VA_ARGS__));      \
   } while (0)
 
+// Each type checks its own params (config/optimizer_types.cpp, config/scheduler_types.cpp); the lr
+// and weight decay every optimizer has are checked here.
 void validate_optimizer(const Config& c, std::vector<std::string>& errors) {
   const auto& o = c.optimizer;
-  const auto& betas = o.type == "Lamb" ? o.lamb.betas : o.adam.betas;
-  XTRAIN_CONFIG_CHECK(betas.size() == 2, "config: optimizer.params.betas must hold 2 numbers, got ", betas.size());
-  for (double b : betas) {
-    XTRAIN_CONFIG_CHECK(b >= 0 && b < 1, "config: optimizer.params.betas must be in [0, 1), got ", b);
+  if (const OptimizerType* t = optimizer_types().lookup(o.type)) {
+    if (t->validate) t->validate(o, errors);
+    XTRAIN_CONFIG_CHECK(t->lr(o) >= 0, "config: optimizer.params.lr must be >= 0, got ", t->lr(o));
+    XTRAIN_CONFIG_CHECK(t->weight_decay(o) >= 0, "config: optimizer.params.weight_decay must be >= 0, got ",
+                        t->weight_decay(o));
   }
-  XTRAIN_CONFIG_CHECK(o.lr() >= 0, "config: optimizer.params.lr must be >= 0, got ", o.lr());
-  XTRAIN_CONFIG_CHECK(o.weight_decay() >= 0, "config: optimizer.params.weight_decay must be >= 0, got ",
-                      o.weight_decay());
-  if (o.type == "SGD") {
-    XTRAIN_CONFIG_CHECK(!o.sgd.nesterov || (o.sgd.momentum > 0 && o.sgd.dampening == 0),
-                        "config: optimizer.params.nesterov needs momentum > 0 and dampening = 0");
+  for (size_t i = 0; i < o.param_groups.size(); ++i) {
+    const auto& g = o.param_groups[i];
+    XTRAIN_CONFIG_CHECK(!g.params.empty(), "config: xtrain.param_groups[", i, "].params must name at least one glob");
+    XTRAIN_CONFIG_CHECK(g.lr_scale >= 0, "config: xtrain.param_groups[", i, "].lr_scale must be >= 0, got ",
+                        g.lr_scale);
+    XTRAIN_CONFIG_CHECK(g.weight_decay >= 0 || g.weight_decay == -1, "config: xtrain.param_groups[", i,
+                        "].weight_decay must be >= 0 (or -1: the optimizer's), got ", g.weight_decay);
   }
-  if (o.type == "Lamb") {
-    XTRAIN_CONFIG_CHECK(o.lamb.min_coeff <= o.lamb.max_coeff, "config: optimizer.params.min_coeff (",
-                        o.lamb.min_coeff, ") must be <= max_coeff (", o.lamb.max_coeff, ")");
-  }
-  const auto& s = c.scheduler;
-  if (s.type == "OneCycle") {
-    XTRAIN_CONFIG_CHECK(s.one_cycle.cycle_min_lr >= 0 && s.one_cycle.cycle_max_lr >= 0,
-                        "config: scheduler.params.cycle_min_lr and cycle_max_lr are required for OneCycle");
-  }
-  if (s.type == "WarmupLR" || s.type == "WarmupDecayLR") {
-    XTRAIN_CONFIG_CHECK(s.warmup.warmup_num_steps >= 0, "config: scheduler.params.warmup_num_steps must be >= 0");
+  if (const SchedulerType* t = scheduler_types().lookup(c.scheduler.type)) {
+    if (t->validate) t->validate(c.scheduler, errors);
   }
 }
 

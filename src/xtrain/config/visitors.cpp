@@ -157,6 +157,12 @@ bool JsonReader::expect_object(const Json& j, const std::string& path) {
   return false;
 }
 
+bool JsonReader::expect_list(const Json& j, const std::string& path) {
+  if (j.is_array()) return true;
+  guarded([&] { type_error(j, path, "a list of objects"); });
+  return false;
+}
+
 void JsonReader::alias(const char* old_key, const char* new_path, const char* value) {
   known_.emplace_back(old_key);
   auto it = object_.find(old_key);

@@ -68,6 +68,12 @@ struct has_visit : std::false_type {};
 template <class T>
 struct has_visit<T, std::void_t<decltype(&T::template visit<int>)>> : std::true_type {};
 
+// A list of objects, each an options struct with visit(V&) (xtrain.param_groups).
+template <class T>
+struct is_object_list : std::false_type {};
+template <class T>
+struct is_object_list<std::vector<T>> : has_visit<T> {};
+
 class JsonReader {
  public:
   JsonReader(Json object, std::string path, ReadReport* report);
@@ -82,6 +88,18 @@ class JsonReader {
       JsonReader sub(present ? *j : Json::object(), join_path(path_, key), report_);
       member.visit(sub);
       sub.finish();
+    } else if constexpr (is_object_list<T>::value) {
+      if (!scalar(j, key) || !expect_list(*j, join_path(path_, key))) return;
+      member.clear();
+      for (size_t i = 0; i < j->size(); ++i) {
+        const std::string at = join_path(path_, key) + "[" + std::to_string(i) + "]";
+        const bool object = expect_object((*j)[i], at);
+        JsonReader sub(object ? (*j)[i] : Json::object(), at, report_);
+        member.emplace_back();
+        member.back().visit(sub);
+        sub.finish();
+      }
+      set(key, *j);
     } else {
       if (!scalar(j, key)) return;
       if (guarded([&] { read_value(*j, join_path(path_, key), member); })) set(key, *j);
@@ -150,6 +168,7 @@ class JsonReader {
     if (!value.is_null()) report_->present.emplace_back(join_path(path_, key), value);
   }
   bool expect_object(const Json& j, const std::string& path);  // false (and an error) if not an object
+  bool expect_list(const Json& j, const std::string& path);    // false (and an error) if not a list
   // Runs a read; a UsageError joins the report's errors instead of stopping the visit.
   template <class F>
   bool guarded(F&& read) {
@@ -178,6 +197,15 @@ class JsonWriter {
       JsonWriter w(&sub);
       member.visit(w);
       (*out_)[key] = sub;
+    } else if constexpr (is_object_list<T>::value) {
+      Json list = Json::array();
+      for (auto& element : member) {
+        Json sub = Json::object();
+        JsonWriter w(&sub);
+        element.visit(w);
+        list.push_back(sub);
+      }
+      (*out_)[key] = list;
     } else {
       (*out_)[key] = member;
     }
@@ -216,6 +244,11 @@ class DocWriter {
     if constexpr (has_visit<T>::value) {
       DocWriter sub(join_path(path_, key), rows_);
       member.visit(sub);
+    } else if constexpr (is_object_list<T>::value) {
+      row(key, "list of objects", Json::array(), doc);
+      typename T::value_type element;  // its defaults are the rows' defaults
+      DocWriter sub(join_path(path_, key) + "[]", rows_);
+      element.visit(sub);
     } else {
       row(key, type_name(member), Json(member), doc);
     }

@@ -7,7 +7,9 @@
 
 #include <cmath>
 
+#include "xtrain/base/error.h"
 #include "xtrain/optim/flat_step.h"
+#include "xtrain/optim/registry.h"
 #ifdef XTRAIN_WITH_CUDA
 #include "xtrain/optim/cuda/adamw_cuda.h"
 #endif
@@ -97,5 +99,29 @@ void Adam::step(const StepInputs& in) {
 std::vector<std::pair<std::string, at::Tensor>> Adam::state() {
   return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
 }
+
+namespace {
+
+std::unique_ptr<Optimizer> make_adam(const OptimizerOptions& o, bool always_decoupled, const char* name) {
+  const auto& a = o.adam;
+  check_betas(a.betas);
+  check_eps(a.eps);
+  XTRAIN_USAGE_CHECK(!a.amsgrad, "optim: not supported yet: optimizer.params.amsgrad");
+  return std::make_unique<Adam>(a, always_decoupled || a.adam_w_mode, name);
+}
+
+OptimizerEntry adam_family(const char* name, bool always_decoupled) {
+  OptimizerEntry e;
+  e.config = config::optimizer_types().find(name, "optimizer.type");
+  e.state_names = {"exp_avg", "exp_avg_sq"};
+  e.zero = ZeroSupport::tested;
+  e.make = [always_decoupled, name](const OptimizerOptions& o) { return make_adam(o, always_decoupled, name); };
+  return e;
+}
+
+}  // namespace
+
+OptimizerEntry adam_entry() { return adam_family("Adam", false); }
+OptimizerEntry adamw_entry() { return adam_family("AdamW", true); }
 
 }  // namespace xtrain::optim

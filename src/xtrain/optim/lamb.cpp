@@ -11,7 +11,9 @@
 #include <cmath>
 #include <map>
 
+#include "xtrain/base/error.h"
 #include "xtrain/optim/flat_step.h"
+#include "xtrain/optim/registry.h"
 
 namespace xtrain::optim {
 
@@ -121,6 +123,31 @@ void Lamb::step(const StepInputs& in) {
 
 std::vector<std::pair<std::string, at::Tensor>> Lamb::state() {
   return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
+}
+
+namespace {
+
+std::unique_ptr<Optimizer> make_lamb(const OptimizerOptions& o) {
+  const auto& l = o.lamb;
+  check_betas(l.betas);
+  check_eps(l.eps);
+  XTRAIN_USAGE_CHECK(l.min_coeff > 0 && l.min_coeff <= l.max_coeff, "optim: need 0 < min_coeff <= max_coeff, got ",
+                     l.min_coeff, " and ", l.max_coeff, " (optimizer.params.min_coeff, max_coeff)");
+  return std::make_unique<Lamb>(l);
+}
+
+}  // namespace
+
+OptimizerEntry lamb_entry() {
+  OptimizerEntry e;
+  e.config = config::optimizer_types().find("Lamb", "optimizer.type");
+  e.state_names = {"exp_avg", "exp_avg_sq"};
+  // The trust ratio needs each parameter's whole norm: a ZeRO shard or an NVMe chunk holds parts.
+  e.zero = ZeroSupport::unsupported;
+  e.zero_reason = "LAMB's per-parameter trust ratio needs norms summed across the ranks that hold a parameter";
+  e.nvme_offload = false;
+  e.make = make_lamb;
+  return e;
 }
 
 }  // namespace xtrain::optim

@@ -63,7 +63,9 @@ class Optimizer {
   int64_t step_count_ = 0;
 };
 
-// "Adam" (adam_w_mode), "AdamW", "Lamb", "SGD", as normalised by the config reader.
+// The registered optimizer options.type names (optim/registry.h: "Adam", "AdamW", "Lamb", "SGD", or
+// one added with register_optimizer), after the checks every optimizer relies on (lr and weight
+// decay >= 0) and the entry's own; defined in registry.cpp.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options);
 
 }  // namespace xtrain::optim

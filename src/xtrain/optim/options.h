@@ -1,7 +1,9 @@
-// `optimizer: {type, params}` — DeepSpeed's names and defaults (reference/deepspeed.md §a.2).
-// Plain structs; `visit` lists every key once, for the config reader, the resolved-config writer
-// and docs/config.md.
+// `optimizer: {type, params}` — DeepSpeed's names and defaults (reference/deepspeed.md §a.2) — and
+// `xtrain.param_groups`. Plain structs; `visit` lists every key once, for the config reader, the
+// resolved-config writer and docs/config.md. Which type exists, its params and how it is built
+// are the optimizer registry's (optim/registry.h; the config half: config/optimizer_types.h).
 #pragma once
+#include <any>
 #include <string>
 #include <vector>
 
@@ -67,19 +69,37 @@ struct SgdParams {
   }
 };
 
-// `type` is normalised by the config reader to one of: "Adam", "AdamW", "Lamb", "SGD".
+// One entry of xtrain.param_groups (DeepSpeed's model_parameters groups): the parameters whose
+// names match one of the globs step with lr * lr_scale and this weight decay. The first matching
+// group wins; parameters no group matches keep the default groups (decay / no_decay).
+struct ParamGroupSpec {
+  std::vector<std::string> params;  // globs over parameter names: '*' any run, '?' one character
+  double lr_scale = 1.0;
+  double weight_decay = -1.0;  // -1: the optimizer's weight_decay
+  template <class V>
+  void visit(V& v) {
+    v("params", params, "globs over parameter names ('*', '?'); a glob list matching nothing is an error");
+    v("lr_scale", lr_scale, "the group's lr = the schedule's lr * lr_scale");
+    v("weight_decay", weight_decay, "the group's weight decay (-1: optimizer.params.weight_decay)");
+  }
+};
+
+// `type` is normalised by the config reader to a registered name ("Adam", "AdamW", "Lamb", "SGD"
+// or one added with optim::register_optimizer).
 struct OptimizerOptions {
   std::string type = "AdamW";
-  AdamParams adam;
+  AdamParams adam;  // Adam and AdamW
   LambParams lamb;
   SgdParams sgd;
+  std::any custom;  // the params of a registered optimizer that is not built in (its own struct)
   // xtrain: no weight decay for biases and norm weights (parameters with < 2 dims), as nanoGPT.
   bool no_decay_for_bias_and_norm = true;
+  std::vector<ParamGroupSpec> param_groups;  // xtrain.param_groups
 
-  double lr() const { return type == "Lamb" ? lamb.lr : type == "SGD" ? sgd.lr : adam.lr; }
-  double weight_decay() const {
-    return type == "Lamb" ? lamb.weight_decay : type == "SGD" ? sgd.weight_decay : adam.weight_decay;
-  }
+  // The type's learning rate and weight decay (its registry entry reads its own params; defined in
+  // optim/registry.cpp).
+  double lr() const;
+  double weight_decay() const;
 };
 
 }  // namespace xtrain::optim

@@ -4,7 +4,9 @@
 
 #include <ATen/ops/zeros.h>
 
+#include "xtrain/base/error.h"
 #include "xtrain/optim/flat_step.h"
+#include "xtrain/optim/registry.h"
 
 namespace xtrain::optim {
 
@@ -42,6 +44,28 @@ void Sgd::step(const StepInputs& in) {
 std::vector<std::pair<std::string, at::Tensor>> Sgd::state() {
   if (!momentum_buffer_.defined()) return {};
   return {{"momentum_buffer", momentum_buffer_}};
+}
+
+namespace {
+
+std::unique_ptr<Optimizer> make_sgd(const OptimizerOptions& o) {
+  const auto& s = o.sgd;
+  XTRAIN_USAGE_CHECK(s.momentum >= 0, "optim: momentum must be >= 0, got ", s.momentum, " (optimizer.params.momentum)");
+  XTRAIN_USAGE_CHECK(!s.nesterov || (s.momentum > 0 && s.dampening == 0),
+                     "optim: nesterov needs momentum > 0 and dampening = 0, got momentum ", s.momentum,
+                     " and dampening ", s.dampening, " (optimizer.params.nesterov)");
+  return std::make_unique<Sgd>(s);
+}
+
+}  // namespace
+
+OptimizerEntry sgd_entry() {
+  OptimizerEntry e;
+  e.config = config::optimizer_types().find("SGD", "optimizer.type");
+  e.state_names = {"momentum_buffer"};  // only kept when momentum != 0, as torch
+  e.zero = ZeroSupport::untested;
+  e.make = make_sgd;
+  return e;
 }
 
 }  // namespace xtrain::optim

@@ -3,6 +3,7 @@
 
 #include "xtrain/base/error.h"
 #include "xtrain/comm/communicator.h"
+#include "xtrain/optim/registry.h"
 #include "xtrain/zero/partitioned.h"
 #include "xtrain/zero/replicated.h"
 #include "xtrain/zero/stage3.h"
@@ -27,11 +28,12 @@ void check_supported(const StrategyOptions& o) {
                      "zero: allgather_bucket_size must be a positive multiple of 2, got ", z.allgather_bucket_size,
                      " (zero_optimization.allgather_bucket_size)");
   const auto& type = o.optimizer.type;
-  // LAMB's per-parameter trust ratio would need partial norms summed across ranks for split parameters.
-  XTRAIN_USAGE_CHECK(type != "Lamb", "zero: optimizer Lamb is not supported with zero_optimization.stage ", z.stage,
-                     " (ZeRO supports Adam, AdamW and, with zero_allow_untested_optimizer, SGD)");
-  XTRAIN_USAGE_CHECK(type == "Adam" || type == "AdamW" || o.allow_untested_optimizer, "zero: optimizer ", type,
-                     " is not tested with ZeRO (stage ", z.stage, "); set \"zero_allow_untested_optimizer\": true");
+  const optim::OptimizerEntry& optimizer = optim::find_optimizer(type);  // its ZeRO support is its entry's
+  XTRAIN_USAGE_CHECK(optimizer.zero != optim::ZeroSupport::unsupported, "zero: optimizer ", type,
+                     " is not supported with zero_optimization.stage ", z.stage, " (ZeRO supports ",
+                     optim::zero_support_summary(), ")");
+  XTRAIN_USAGE_CHECK(optimizer.zero == optim::ZeroSupport::tested || o.allow_untested_optimizer, "zero: optimizer ",
+                     type, " is not tested with ZeRO (stage ", z.stage, "); set \"zero_allow_untested_optimizer\": true");
   XTRAIN_USAGE_CHECK(z.offload_param.device == "none" || z.stage == 3, "zero: offload_param needs stage 3, got stage ",
                      z.stage, " (zero_optimization.offload_param.device)");
   XTRAIN_USAGE_CHECK(z.offload_optimizer.device == "none" || z.offload_optimizer.device == "cpu" ||

@@ -17,6 +17,7 @@
 #include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
 #include "xtrain/base/stopwatch.h"
+#include "xtrain/optim/registry.h"
 #include "xtrain/zero/offload/disk_backed_allocations.h"
 #include "xtrain/zero/offload/uring_file.h"
 
@@ -92,9 +93,9 @@ NvmeOptimizerState::NvmeOptimizerState(std::string nvme_path, int64_t rank, int6
   TORCH_INTERNAL_ASSERT(numel >= 0);
   XTRAIN_USAGE_CHECK(sub_group_size > 0, "zero: sub_group_size must be > 0, got ", sub_group_size,
                      " (zero_optimization.sub_group_size)");
-  // LAMB's trust ratio needs each parameter's whole norm, which a chunk does not see.
-  XTRAIN_USAGE_CHECK(optimizer.type != "Lamb", "zero: optimizer Lamb cannot be offloaded to NVMe "
-                     "(zero_optimization.offload_optimizer.device)");
+  // An optimizer whose step needs more than its chunk (LAMB's per-parameter norm) says so in its entry.
+  XTRAIN_USAGE_CHECK(optim::find_optimizer(optimizer.type).nvme_offload, "zero: optimizer ", optimizer.type,
+                     " cannot be offloaded to NVMe (zero_optimization.offload_optimizer.device)");
   check_aio_options(aio);
   chunk_ = std::max(kChunkAlign, std::min(round_up(sub_group_size, kChunkAlign), round_up(numel, kChunkAlign)));
   full_ = optim::make_optimizer(optimizer);
