@@ -1,6 +1,7 @@
 // `scheduler: {type, params}` — DeepSpeed's five schedules with their defaults
 // (reference/deepspeed.md §a.3), plus xtrain's "Adaptive" plateau schedule.
 #pragma once
+#include <any>
 #include <cstdint>
 #include <string>
 
@@ -120,7 +121,7 @@ struct AdaptiveParams {
 };
 
 // `type`: "" (none: constant lr), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
-// "LRRangeTest", "Adaptive".
+// "LRRangeTest", "Adaptive", or one added with sched::register_schedule (sched/registry.h).
 struct SchedulerOptions {
   std::string type;
   WarmupParams warmup;  // WarmupLR and WarmupDecayLR
@@ -128,6 +129,7 @@ struct SchedulerOptions {
   OneCycleParams one_cycle;
   LRRangeTestParams range_test;
   AdaptiveParams adaptive;
+  std::any custom;  // the params of a registered schedule that is not built in (its own struct)
 };
 
 }  // namespace xtrain::sched
