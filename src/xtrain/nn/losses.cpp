@@ -2,6 +2,8 @@
 // 1 - p_t = -expm1(log p_t), so neither tail (p_t -> 0 or -> 1) loses precision.
 #include "xtrain/nn/losses.h"
 
+#include "xtrain/nn/losses_registry.h"
+
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/expm1.h>
@@ -42,47 +44,54 @@ at::Tensor focal_loss(const at::Tensor& logits, const at::Tensor& target, double
 
 namespace {
 
-void check_options(const LossOptions& o) {
-  XTRAIN_USAGE_CHECK(o.type == "cross_entropy" || o.type == "focal",
-                     "nn: xtrain.loss.type must be cross_entropy or focal, got \"", o.type, "\"");
-  XTRAIN_USAGE_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1,
-                     "nn: xtrain.loss.label_smoothing must be in [0, 1], got ", o.label_smoothing);
-  if (o.type == "focal") {
-    XTRAIN_USAGE_CHECK(o.gamma >= 0, "nn: xtrain.loss.gamma must be >= 0, got ", o.gamma);
-    XTRAIN_USAGE_CHECK(o.label_smoothing == 0, "nn: xtrain.loss.label_smoothing applies to cross_entropy only, got ",
-                       o.label_smoothing, " with xtrain.loss.type=focal");
-    for (double a : o.alpha) XTRAIN_USAGE_CHECK(a >= 0, "nn: xtrain.loss.alpha entries must be >= 0, got ", a);
-  } else {
-    XTRAIN_USAGE_CHECK(o.alpha.empty(), "nn: xtrain.loss.alpha applies to focal only (xtrain.loss.type=",
-                       o.type, ")");
-  }
+void check_cross_entropy(const LossOptions& o) {
+  XTRAIN_USAGE_CHECK(o.alpha.empty(), "nn: xtrain.loss.alpha applies to focal only (xtrain.loss.type=", o.type, ")");
+}
+
+void check_focal(const LossOptions& o) {
+  XTRAIN_USAGE_CHECK(o.gamma >= 0, "nn: xtrain.loss.gamma must be >= 0, got ", o.gamma);
+  XTRAIN_USAGE_CHECK(o.label_smoothing == 0, "nn: xtrain.loss.label_smoothing applies to cross_entropy only, got ",
+                     o.label_smoothing, " with xtrain.loss.type=focal");
+  for (double a : o.alpha) XTRAIN_USAGE_CHECK(a >= 0, "nn: xtrain.loss.alpha entries must be >= 0, got ", a);
+}
+
+LossFn make_cross_entropy(const LossOptions& o) {
+  const double smoothing = o.label_smoothing;
+  return [smoothing](const at::Tensor& logits, const at::Tensor& target) {
+    return cross_entropy(logits, target, smoothing);
+  };
+}
+
+LossFn make_focal(const LossOptions& o) {
+  const at::Tensor alpha = o.alpha.empty() ? at::Tensor() : at::tensor(o.alpha, at::kFloat);
+  const double gamma = o.gamma;
+  return [gamma, alpha](const at::Tensor& logits, const at::Tensor& target) {
+    return focal_loss(logits, target, gamma, alpha);
+  };
 }
 
 }  // namespace
 
+std::vector<LossEntry> builtin_losses() {
+  return {{"cross_entropy", "cross-entropy with label smoothing (torch.nn.functional.cross_entropy)",
+           check_cross_entropy, make_cross_entropy},
+          {"focal", "multi-class focal loss (Lin et al. 2017), optional per-class alpha", check_focal, make_focal}};
+}
+
 LossFn make_loss(const LossOptions& options) {
-  check_options(options);
-  const auto flat = [](const at::Tensor& logits, const at::Tensor& target) {
+  const LossEntry& entry = find_loss(options.type);
+  XTRAIN_USAGE_CHECK(options.label_smoothing >= 0 && options.label_smoothing <= 1,
+                     "nn: xtrain.loss.label_smoothing must be in [0, 1], got ", options.label_smoothing);
+  if (entry.check) entry.check(options);
+  const LossFn loss = entry.make(options);
+  return [loss](const at::Tensor& logits, const at::Tensor& target) {
     TORCH_CHECK(logits.dim() == target.dim() + 1, "nn: loss wants logits [..., V] and target [...], got ",
                 logits.sizes(), " and ", target.sizes());
     // Low-precision logits (bf16 training, autocast) are upcast: the loss is computed in fp32.
     const bool low = logits.scalar_type() == at::kBFloat16 || logits.scalar_type() == at::kHalf;
     const at::Tensor full = low ? logits.to(at::kFloat) : logits;
-    if (full.dim() == 2) return std::make_pair(full, target);
-    return std::make_pair(full.reshape({-1, full.size(-1)}), target.reshape({-1}));
-  };
-  if (options.type == "cross_entropy") {
-    const double smoothing = options.label_smoothing;
-    return [flat, smoothing](const at::Tensor& logits, const at::Tensor& target) {
-      const auto [l, t] = flat(logits, target);
-      return cross_entropy(l, t, smoothing);
-    };
-  }
-  const at::Tensor alpha = options.alpha.empty() ? at::Tensor() : at::tensor(options.alpha, at::kFloat);
-  const double gamma = options.gamma;
-  return [flat, gamma, alpha](const at::Tensor& logits, const at::Tensor& target) {
-    const auto [l, t] = flat(logits, target);
-    return focal_loss(l, t, gamma, alpha);
+    if (full.dim() == 2) return loss(full, target);
+    return loss(full.reshape({-1, full.size(-1)}), target.reshape({-1}));
   };
 }
 

@@ -42,13 +42,13 @@ struct AttentionOptions {
 
 // `xtrain.loss` (ours): the training loss.
 struct LossOptions {
-  std::string type = "cross_entropy";  // cross_entropy | focal
+  std::string type = "cross_entropy";  // a registered loss (nn/losses_registry.h): cross_entropy | focal
   double label_smoothing = 0.0;
   double gamma = 2.0;                  // focal
   std::vector<double> alpha;           // focal: per-class weights (empty: none)
   template <class V>
   void visit(V& v) {
-    v.choice("type", type, {"cross_entropy", "focal"}, "training loss");
+    v("type", type, "training loss: cross_entropy | focal | a loss added with nn::register_loss");
     v("label_smoothing", label_smoothing, "cross_entropy: mass spread uniformly over classes");
     v("gamma", gamma, "focal: focusing exponent (0 = cross-entropy)");
     v("alpha", alpha, "focal: per-class weights (empty: none)");
