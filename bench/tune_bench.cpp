@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "xtrain/tune/sampler.h"
-#include "xtrain/tune/test_functions.h"
+#include "support/tune_test_functions.h"
 
 namespace {
 

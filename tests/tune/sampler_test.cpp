@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "xtrain/tune/test_functions.h"
+#include "support/tune_test_functions.h"
 
 namespace xtrain::tune {
 namespace {

@@ -1,7 +1,8 @@
 // Standard optimisation test functions with known minima (Surjanovic & Bingham, "Virtual Library
-// of Simulation Experiments"), and an ask/tell loop that runs a sampler on one, for the tests and
-// bench/tune_bench.cpp: Branin on [-5,10]×[0,15], Hartmann6 on [0,1]⁶, Rosenbrock on
-// De Jong's [-2.048, 2.048]^d.
+// of Simulation Experiments"), and an ask/tell loop that runs a sampler on one, for
+// tests/tune/sampler_test.cpp and bench/tune_bench.cpp (both compile this folder's .cpp; it is not
+// part of the library): Branin on [-5,10]×[0,15], Hartmann6 on [0,1]⁶, Rosenbrock on De Jong's
+// [-2.048, 2.048]^d.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,5 +1,5 @@
 // The test functions' formulas and constants, as published; the ask/tell loop they run under.
-#include "xtrain/tune/test_functions.h"
+#include "support/tune_test_functions.h"
 
 #include <cmath>
 #include <limits>
