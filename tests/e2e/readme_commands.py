@@ -40,6 +40,17 @@ SKIP = {
     "srun -n 16 build/xtrain train --config my.json": "a Slurm cluster (srun, 16 ranks)",
     "mpirun -np 16 build/xtrain train --config my.json": "Open MPI's mpirun (not installed here), 16 ranks",
 }
+# README's "Use xtrain as a library": run, in this order and with these words, by e2e_examples
+# (tests/e2e/examples.py reads the same block), against an install into build/_install.
+for _line in [
+        "cmake --install build --prefix /opt/xtrain",
+        "cmake -S examples/custom_model -B build-example -DCMAKE_PREFIX_PATH=/opt/xtrain",
+        "cmake --build build-example",
+        "/opt/xtrain/bin/xtrain launch -N 2 --program build-example/custom_model -- examples/custom_model/ds_config.json",
+        "cmake -S examples/plugin -B build-plugin -DCMAKE_PREFIX_PATH=/opt/xtrain",
+        "cmake --build build-plugin",
+        "/opt/xtrain/bin/xtrain train --plugin build-plugin/libmine.so --config examples/plugin/ds_config.json"]:
+    SKIP[_line] = "run by e2e_examples (tests/e2e/examples.py) against the installed package"
 
 
 # A whole line that stands for several commands.
