@@ -5,7 +5,7 @@ BUILD/_examples/, each run with the installed program), then:
   - custom_model: a user's Module and dataset trained with xtrain::Engine, 2 ranks (launch --program);
     it exits 0 only below its closed-form loss threshold;
   - plugin (libmine.so): `xtrain --plugin` errors (missing file, unknown name without it), config,
-    train, resume, ZeRO 2 with bf16 on 2 ranks, a 2-trial tune, compress and export of the traceable
+    train, resume, eval, ZeRO 2 with bf16 on 2 ranks, a 2-trial tune, compress and export of the traceable
     model, and the clear refusal of the untraceable one.
 
 usage: examples.py BUILD_DIR SOURCE_DIR [--cmake CMAKE]
@@ -115,6 +115,7 @@ def plugin_training(xtrain, lib, config, work, source):
         FAILURES.append(("train --plugin", run_dir, "no checkpoints/latest", ""))
     run("train --plugin --resume", [xtrain, "train", "--plugin", lib, "--config", config, "--output", run_dir,
                                     "--resume", "--set", "xtrain.steps=90"])
+    run("eval --plugin", [xtrain, "eval", "--plugin", lib, "--run", run_dir], expect_text=r"accuracy")
     run("--set xtrain.model.type=mine --set xtrain.data.type=mine on the default config",
         [xtrain, "train", "--plugin", lib, "--set", "xtrain.model.type=mine", "--set", "xtrain.data.type=mine",
          "--set", "xtrain.steps=10", "--set", "scheduler.params.warmup_num_steps=2", "--set", "xtrain.save_interval=0",
