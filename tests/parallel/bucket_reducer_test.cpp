@@ -192,5 +192,73 @@ TEST(BucketReducer, GradientThatIsNotAViewOfTheBufferIsAnError) {
   EXPECT_THROW(loss_of(m, 0, 6).backward(), c10::Error);
 }
 
+// The caller's collective (ZeRO's form): buckets launch in index order as their parameters' hooks
+// fire (bucket b holds parameter 4-b, so the unused parameter 0 holds back only the last bucket),
+// and with max_in_flight 1 each launch completes the one before it.
+TEST(BucketReducer, CallersCollectiveLaunchesInOrderWithBoundedInFlight) {
+  Model m = make_model(at::kFloat, 0.0);
+  std::vector<std::string> events;
+  std::vector<int> arrived;
+  CollectiveOptions o;
+  for (int b = 0; b < 5; ++b) o.buckets.push_back({m.slots[4 - b].offset, m.slots[4 - b].offset + m.slots[4 - b].numel, {4 - b}});
+  o.max_in_flight = 1;
+  o.on_grad = [&arrived](int i, bool again) {
+    EXPECT_FALSE(again) << i;
+    arrived.push_back(i);
+    return true;
+  };
+  BucketReducer reducer(m.slots, o, [&events](int b) -> BucketDone {
+    events.push_back(c10::str("L", b));
+    return [&events, b] { events.push_back(c10::str("D", b)); };
+  });
+  for (int step = 0; step < 2; ++step) {  // the second step checks the state was reset
+    events.clear();
+    arrived.clear();
+    reducer.set_boundary(true);
+    loss_of(m, 0, 6).backward();
+    EXPECT_EQ(events, (std::vector<std::string>{"L0", "L1", "D0", "L2", "D1", "L3", "D2"})) << "step " << step;
+    reducer.finish();
+    EXPECT_EQ(events, (std::vector<std::string>{"L0", "L1", "D0", "L2", "D1", "L3", "D2", "L4", "D3", "D4"}));
+    EXPECT_EQ(std::set<int>(arrived.begin(), arrived.end()), (std::set<int>{1, 2, 3, 4})) << "parameter 0 is unused";
+    EXPECT_EQ(arrived.size(), 4u);
+  }
+  EXPECT_EQ(reducer.stats().buckets_in_backward, 2 * 4);
+  EXPECT_EQ(reducer.stats().buckets_at_finish, 2 * 1);
+}
+
+// Without parameters (stage 3) buckets go only when launched; complete(k) leaves the newest k.
+TEST(BucketReducer, ExplicitLaunchesCompleteOldestFirst) {
+  std::vector<std::string> events;
+  BucketReducer reducer({}, CollectiveOptions{}, [&events](int b) -> BucketDone {
+    events.push_back(c10::str("L", b));
+    return [&events, b] { events.push_back(c10::str("D", b)); };
+  });
+  reducer.launch(3);
+  reducer.launch(1);
+  reducer.launch(2);
+  reducer.complete(1);
+  EXPECT_EQ(events, (std::vector<std::string>{"L3", "L1", "L2", "D3", "D1"}));
+  reducer.complete();
+  EXPECT_EQ(events.back(), "D2");
+}
+
+// A gradient the caller's on_grad declines (none arrived) does not count: its bucket waits for finish().
+TEST(BucketReducer, DeclinedGradientHoldsItsBucketUntilFinish) {
+  Model m = make_model(at::kFloat, 0.0);
+  std::vector<std::string> events;
+  CollectiveOptions o;
+  o.buckets = {{0, m.flat_grads.numel(), {0, 1, 2, 3, 4}}};
+  o.on_grad = [](int /*i*/, bool /*again*/) { return false; };
+  BucketReducer reducer(m.slots, o, [&events](int b) -> BucketDone {
+    events.push_back(c10::str("L", b));
+    return nullptr;
+  });
+  reducer.set_boundary(true);
+  loss_of(m, 0, 6).backward();
+  EXPECT_TRUE(events.empty());
+  reducer.finish();
+  EXPECT_EQ(events, std::vector<std::string>{"L0"});
+}
+
 }  // namespace
 }  // namespace xtrain::parallel

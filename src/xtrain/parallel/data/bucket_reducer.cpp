@@ -1,6 +1,7 @@
 // BucketReducer: per-bucket ready counters filled by AccumulateGrad post-hooks; buckets launch in
 // index order only (bucket k waits for k-1), so every rank issues the same collective sequence even
-// when hooks fire in a different order or some parameters are unused.
+// when hooks fire in a different order or some parameters are unused. Launched buckets complete in
+// launch order (a queue of completions, optionally bounded).
 #include "xtrain/parallel/data/bucket_reducer.h"
 
 #include <ATen/ops/cat.h>
@@ -9,6 +10,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -22,6 +24,10 @@ struct BucketReducer::State {
   at::Tensor buffer;
   ReducerOptions options;
   BucketReady on_ready;
+  BucketCollective collective;  // the caller's; empty: all_reduce() below
+  GradArrived arrived;
+  bool overlap = true;
+  int max_in_flight = -1;
   std::vector<BucketSpec> buckets;
   std::vector<int> bucket_of;  // param index -> bucket
   GradScaling scaling;
@@ -30,8 +36,8 @@ struct BucketReducer::State {
   bool boundary = true;
   std::vector<char> param_ready;
   std::vector<int> pending;  // per bucket: parameters still without their gradient
-  int next_launch = 0;       // buckets [0, next_launch) are in flight
-  std::vector<comm::Work> works;
+  int next_launch = 0;       // buckets [0, next_launch) are launched
+  std::deque<BucketDone> in_flight;  // oldest first
   std::vector<std::pair<int, at::Tensor>> wire;  // cast buckets in flight: bucket, its copy in the wire dtype
   ReducerStats stats;
 
@@ -46,22 +52,45 @@ struct BucketReducer::State {
     pending.resize(buckets.size());
     for (size_t b = 0; b < buckets.size(); ++b) pending[b] = static_cast<int>(buckets[b].params.size());
     next_launch = 0;
-    works.clear();
+    in_flight.clear();
     wire.clear();
   }
 
+  void index_buckets() {
+    bucket_of.assign(params.size(), 0);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (int i : buckets[b].params) bucket_of[i] = static_cast<int>(b);
+    }
+  }
+
   void launch(int b) {  // caller holds mutex
+    BucketDone done = collective ? collective(b) : all_reduce(b);
+    if (done) in_flight.push_back(std::move(done));
+    if (max_in_flight >= 0) complete(static_cast<size_t>(max_in_flight));
+  }
+
+  void complete(size_t keep) {  // caller holds mutex
+    while (in_flight.size() > keep) {
+      BucketDone done = std::move(in_flight.front());
+      in_flight.pop_front();
+      done();
+    }
+  }
+
+  // The default collective: the bucket's slice of the buffer summed over ranks (pre-scaled, and cast
+  // to communication_dtype when set); the post-scale waits for finish().
+  BucketDone all_reduce(int b) {
     const auto& spec = buckets[b];
     if (on_ready) on_ready(spec.begin, spec.end);
-    if (communicates()) {
-      at::Tensor slice = buffer.narrow(0, spec.begin, spec.numel());
-      if (casts()) {
-        slice = slice.to(options.communication_dtype);
-        wire.emplace_back(b, slice);
-      }
-      if (scaling.pre != 1.0) slice.mul_(scaling.pre);
-      works.push_back(comm->all_reduce(slice, comm::ReduceOp::kSum, /*async=*/true));
+    if (!communicates()) return nullptr;
+    at::Tensor slice = buffer.narrow(0, spec.begin, spec.numel());
+    if (casts()) {
+      slice = slice.to(options.communication_dtype);
+      wire.emplace_back(b, slice);
     }
+    if (scaling.pre != 1.0) slice.mul_(scaling.pre);
+    comm::Work work = comm->all_reduce(slice, comm::ReduceOp::kSum, /*async=*/true);
+    return [work]() mutable { work.wait(); };
   }
 
   // After the buckets' sums arrived: the post-scale, in the wire dtype for cast buckets.
@@ -93,14 +122,15 @@ struct BucketReducer::State {
 
   void on_grad(int i) {
     std::lock_guard<std::mutex> lock(mutex);
+    if (arrived && !arrived(i, param_ready[i] != 0)) return;
     if (!boundary) return;
-    if (!on_ready) check_grad_is_view(i);
+    if (!on_ready && !collective) check_grad_is_view(i);
     const int b = bucket_of[i];
     TORCH_CHECK(!param_ready[i] || b >= next_launch, "BucketReducer: parameter ", i,
                 " got a second gradient in one backward after its bucket was sent; call finish() between backwards");
     if (param_ready[i]) return;
     param_ready[i] = 1;
-    if (--pending[b] == 0 && options.overlap) launch_ready();
+    if (--pending[b] == 0 && overlap) launch_ready();
   }
 };
 
@@ -128,17 +158,34 @@ BucketReducer::BucketReducer(std::shared_ptr<comm::Communicator> comm, std::vect
   s.params = std::move(params);
   s.buffer = std::move(buffer);
   s.options = options;
+  s.overlap = options.overlap;
   s.on_ready = std::move(on_ready);
   std::vector<SlotRange> slots;
   for (const auto& p : s.params) slots.push_back({p.offset, p.numel});
   s.buckets = plan_buckets(slots, s.buffer.numel(), options.bucket_size);
-  s.bucket_of.assign(s.params.size(), 0);
-  for (size_t b = 0; b < s.buckets.size(); ++b) {
-    for (int i : s.buckets[b].params) s.bucket_of[i] = static_cast<int>(b);
-  }
   const int64_t world = s.comm ? s.comm->size() : 1;
   s.scaling = world > 1 ? gradient_scaling(world, options.prescale_gradients, options.gradient_predivide_factor)
                         : GradScaling{};
+  install_hooks();
+}
+
+BucketReducer::BucketReducer(std::vector<ReducerParam> params, CollectiveOptions options, BucketCollective collective)
+    : state_(std::make_shared<State>()) {
+  TORCH_CHECK(collective, "BucketReducer: a collective is required");
+  auto& s = *state_;
+  s.params = std::move(params);
+  s.buckets = std::move(options.buckets);
+  s.overlap = options.overlap;
+  s.max_in_flight = options.max_in_flight;
+  s.arrived = std::move(options.on_grad);
+  s.collective = std::move(collective);
+  install_hooks();
+}
+
+// Hooks hold the state weakly: one that fires after the reducer is gone does nothing.
+void BucketReducer::install_hooks() {
+  auto& s = *state_;
+  s.index_buckets();
   s.reset();
   for (size_t i = 0; i < s.params.size(); ++i) {
     const auto& p = s.params[i].param;
@@ -152,9 +199,9 @@ BucketReducer::BucketReducer(std::shared_ptr<comm::Communicator> comm, std::vect
 BucketReducer::~BucketReducer() {
   for (auto& [node, key] : hooks_) node->del_post_hook(key);
   std::lock_guard<std::mutex> lock(state_->mutex);
-  for (auto& w : state_->works) {
+  for (auto& done : state_->in_flight) {
     try {
-      w.wait();  // never leave a collective in flight on a buffer that may be freed
+      done();  // never leave a collective in flight on a buffer that may be freed
     } catch (const std::exception&) {
     }
   }
@@ -175,18 +222,30 @@ void BucketReducer::finish() {
     s.launch(s.next_launch++);
     s.stats.buckets_at_finish += 1;
   }
-  auto works = std::move(s.works);
-  s.works.clear();
+  auto in_flight = std::move(s.in_flight);
+  s.in_flight.clear();
   lock.unlock();
   const auto t0 = Clock::now();
-  for (auto& w : works) w.wait();
+  for (auto& done : in_flight) done();
   lock.lock();
   s.stats.finish_wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
-  if (s.communicates()) {
+  if (s.collective) {
+    s.stats.steps += 1;
+  } else if (s.communicates()) {
     s.stats.steps += 1;
     s.post_scale();
   }
   s.reset();
+}
+
+void BucketReducer::launch(int b) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->launch(b);
+}
+
+void BucketReducer::complete(size_t keep) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->complete(keep);
 }
 
 const std::vector<BucketSpec>& BucketReducer::buckets() const { return state_->buckets; }

@@ -6,6 +6,9 @@
 // DeepSpeed's IPG buckets (engine.allreduce_gradients), without either's dtype or engine coupling.
 // Because launch order is fixed, a parameter that gets no gradient holds back its bucket and every
 // later one until finish() (correct, less overlap): unused parameters are best early in the layout.
+// The collective is the caller's choice: by default an all-reduce of the bucket's slice of one flat
+// buffer (stage 0); ZeRO passes its own (a reduce-scatter into a shard, zero/grad_path.h) with
+// explicit buckets, a bound on buckets in flight, and may launch buckets itself (stage 3's units).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -36,6 +39,21 @@ struct ReducerOptions {
   at::ScalarType communication_dtype = at::ScalarType::Undefined;
 };
 
+// Completes one launched bucket: waits for its collective and puts the result where it belongs.
+using BucketDone = std::function<void()>;
+// Launches bucket b's collective (asynchronously) and returns what completes it (may be empty).
+using BucketCollective = std::function<BucketDone(int bucket)>;
+// Called from parameter i's gradient hook on every backward, boundary or not, under the reducer's
+// lock; `again`: i already counted in this backward. Returns whether the gradient counts as arrived.
+using GradArrived = std::function<bool(int param, bool again)>;
+
+struct CollectiveOptions {
+  std::vector<BucketSpec> buckets;  // launched in index order; their `params` index the parameters
+  bool overlap = true;              // launch from the hooks as soon as a bucket is complete
+  int max_in_flight = -1;           // after each launch, complete the oldest until this many remain; -1: any
+  GradArrived on_grad;              // optional
+};
+
 struct ReducerParam {
   at::Tensor param;   // a leaf that requires grad
   int64_t offset = 0; // its slot in the reduce buffer
@@ -60,6 +78,9 @@ class BucketReducer {
   // with another dtype replaces the AccumulateGrad node and loses the hook.
   BucketReducer(std::shared_ptr<comm::Communicator> comm, std::vector<ReducerParam> params, at::Tensor buffer,
                 const ReducerOptions& options, BucketReady on_ready = nullptr);
+  // The caller's collective over explicit buckets; no buffer, no scaling (the collective does both).
+  // `params` may be empty: buckets are then launched only by launch() and finish().
+  BucketReducer(std::vector<ReducerParam> params, CollectiveOptions options, BucketCollective collective);
   ~BucketReducer();
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -70,6 +91,10 @@ class BucketReducer {
   // After the boundary backward: launches the buckets not yet sent (overlap off, or parameters that
   // got no gradient), waits for all, applies the post-scale. The buffer then holds the mean.
   void finish();
+  // Bucket b's collective now, whatever its parameters' state (stage 3: a unit whose backward is done).
+  void launch(int b);
+  // Completes launched buckets, oldest first, until at most `keep` are in flight.
+  void complete(size_t keep = 0);
 
   const std::vector<BucketSpec>& buckets() const;
   GradScaling scaling() const;
@@ -78,6 +103,7 @@ class BucketReducer {
   struct State;
 
  private:
+  void install_hooks();
   std::shared_ptr<State> state_;
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;  // AccumulateGrad, key
 };
