@@ -5,6 +5,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/comm/communicator.h"
 #include "xtrain/parallel/data/bucket_plan.h"
+#include "xtrain/zero/shard_ops.h"
 
 namespace xtrain::zero {
 
@@ -91,8 +92,6 @@ void ShardGradients::check_unused() {
 
 namespace {
 
-int64_t nbytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-
 std::vector<parallel::ReducerParam> reducer_params(const NamedParams& named, const FlatLayout& flat) {
   std::vector<parallel::ReducerParam> out;
   for (size_t i = 0; i < named.size(); ++i) out.push_back({named[i].second, flat.slots[i].offset, flat.slots[i].numel});
@@ -145,7 +144,7 @@ class BoundaryGradients : public ShardGradients {
     grads_.zero_();
     if (grad_acc_.defined()) grad_acc_.zero_();
   }
-  int64_t bytes() const override { return nbytes(grads_) + nbytes(grad_acc_); }
+  int64_t bytes() const override { return tensor_bytes(grads_) + tensor_bytes(grad_acc_); }
 
  private:
   void reduce_buckets() override { reducer_->finish(); }
@@ -186,7 +185,7 @@ class BucketedGradients : public ShardGradients {
     at::NoGradGuard no_grad;
     reducer_->finish();
   }
-  int64_t bytes() const override { return nbytes(part_grad_); }
+  int64_t bytes() const override { return tensor_bytes(part_grad_); }
 
  private:
   void reduce_buckets() override {}

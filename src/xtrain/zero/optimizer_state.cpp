@@ -11,8 +11,6 @@
 namespace xtrain::zero {
 namespace {
 
-int64_t bytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-
 class InMemoryState : public ShardedOptimizerState {
  public:
   InMemoryState(const optim::OptimizerOptions& optimizer, int64_t numel, bool cpu_offload)
@@ -39,8 +37,8 @@ class InMemoryState : public ShardedOptimizerState {
   int64_t step_count() const override { return optimizer_->step_count(); }
   void set_step_count(int64_t n) override { optimizer_->set_step_count(n); }
   void account(MemoryReport& r) const override {
-    r.master_bytes += bytes(master_);
-    for (auto& [name, t] : optimizer_->state()) r.optimizer_bytes += bytes(t);
+    r.master_bytes += tensor_bytes(master_);
+    for (auto& [name, t] : optimizer_->state()) r.optimizer_bytes += tensor_bytes(t);
   }
   std::string describe() const override { return cpu_ ? "; optimizer state and step on the CPU" : ""; }
   at::Tensor resident_master() const override { return master_; }

@@ -1,4 +1,5 @@
 #include "xtrain/zero/param_store.h"
+#include "xtrain/zero/shard_ops.h"
 
 #include <ATen/Functions.h>
 
@@ -12,9 +13,6 @@
 #include "xtrain/zero/offload/uring_file.h"
 
 namespace xtrain::zero {
-namespace {
-int64_t nbytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-}  // namespace
 
 ParameterStore::ParameterStore(NamedParams& named, const ShardLayout& layout, size_t partitioned,
                                const StrategyOptions& options, comm::Communicator& dp, const at::Tensor& master)
@@ -216,8 +214,8 @@ at::Tensor ParameterStore::persistent_grad(size_t u) const {
 
 void ParameterStore::zero_persistent_grads() { persist_grads_.zero_(); }
 
-int64_t ParameterStore::param_bytes() const { return (shard_is_master_ ? 0 : nbytes(param_shard_)) + nbytes(persist_); }
+int64_t ParameterStore::param_bytes() const { return (shard_is_master_ ? 0 : tensor_bytes(param_shard_)) + tensor_bytes(persist_); }
 int64_t ParameterStore::disk_bytes() const { return param_file_ ? file_bytes() : 0; }
-int64_t ParameterStore::grad_bytes() const { return nbytes(persist_grads_); }
+int64_t ParameterStore::grad_bytes() const { return tensor_bytes(persist_grads_); }
 
 }  // namespace xtrain::zero

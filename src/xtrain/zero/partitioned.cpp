@@ -7,9 +7,6 @@
 #include "xtrain/zero/shard_io.h"
 
 namespace xtrain::zero {
-namespace {
-int64_t nbytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-}  // namespace
 
 PartitionedStrategy::PartitionedStrategy(NamedParams params, const StrategyOptions& options,
                                          std::shared_ptr<comm::Communicator> dp)
@@ -125,7 +122,7 @@ void PartitionedStrategy::set_optimizer_step_count(int64_t n) { state_->set_step
 
 MemoryReport PartitionedStrategy::memory() const {
   MemoryReport r;
-  r.param_bytes = nbytes(model_params_);
+  r.param_bytes = tensor_bytes(model_params_);
   r.grad_bytes = grads_->bytes();
   state_->account(r);
   return r;

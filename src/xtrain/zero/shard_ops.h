@@ -16,6 +16,9 @@ class Communicator;
 
 namespace xtrain::zero {
 
+// Bytes a tensor holds (0 when undefined): memory accounting.
+inline int64_t tensor_bytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
+
 // Elements of a rank's gradient buffer whose parameter has a norm weight other than 1.
 struct WeightedRange {
   int64_t offset = 0, numel = 0;

@@ -11,9 +11,6 @@
 #include "xtrain/zero/shard_io.h"
 
 namespace xtrain::zero {
-namespace {
-int64_t nbytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-}  // namespace
 
 Stage3Strategy::Stage3Strategy(NamedParams params, std::shared_ptr<torch::nn::Module> module,
                                const StrategyOptions& options, std::shared_ptr<comm::Communicator> dp)
@@ -160,7 +157,7 @@ MemoryReport Stage3Strategy::memory() const {
   MemoryReport r;
   r.param_bytes = store_->param_bytes();
   r.disk_bytes = store_->disk_bytes();
-  r.grad_bytes = nbytes(part_grad_) + store_->grad_bytes();
+  r.grad_bytes = tensor_bytes(part_grad_) + store_->grad_bytes();
   state_->account(r);
   return r;
 }
