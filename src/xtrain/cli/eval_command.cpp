@@ -70,8 +70,6 @@ class ProgressLine {
   double printed_at_ = -1.0;
 };
 
-std::string json_number(double v) { return std::isfinite(v) ? nlohmann::json(v).dump() : "null"; }
-
 void print_json(const TrainedRun& run, const EvalResult& r, int64_t split, bool full) {
   nlohmann::ordered_json j;
   j["checkpoint"] = run.checkpoint_dir;

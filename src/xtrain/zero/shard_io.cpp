@@ -27,14 +27,6 @@ void save_shards(checkpoint::CheckpointWriter& writer, const ShardLayout& layout
   writer.write_text("zero.json", j.dump(1));
 }
 
-namespace {
-std::map<std::string, at::Tensor> read_map(const checkpoint::CheckpointReader& reader, const std::string& file) {
-  std::map<std::string, at::Tensor> m;
-  for (auto& [k, v] : reader.read_tensors(file)) m[k] = v;
-  return m;
-}
-}  // namespace
-
 Consolidated consolidate(const checkpoint::CheckpointReader& reader, bool with_optimizer) {
   Consolidated out;
   if (!reader.has_file("zero.json")) {  // stage 0: already whole
