@@ -8,6 +8,7 @@
 
 #include "xtrain/data/batch.h"
 #include "xtrain/data/options.h"
+#include "xtrain/data/sampler.h"
 
 namespace xtrain::data {
 
@@ -25,6 +26,12 @@ class Dataset {
   virtual int64_t size() const = 0;
   virtual Batch collate(const std::vector<int64_t>& indices) const = 0;
   virtual DatasetInfo info() const = 0;
+  // The sampler that walks this dataset for one data-parallel rank. The default is a
+  // DistributedSampler (each epoch a permutation of [0, size())); a dataset too large for a
+  // permutation in memory (token shards of any size) supplies one that needs O(1) memory.
+  virtual std::unique_ptr<Sampler> make_sampler(uint64_t seed, int64_t rank, int64_t world_size) const {
+    return std::make_unique<DistributedSampler>(size(), seed, rank, world_size);
+  }
 };
 
 struct Splits {

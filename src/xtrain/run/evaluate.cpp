@@ -49,7 +49,7 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
   model.module->eval();
   const int64_t micro = *config.engine.train_micro_batch_size_per_gpu;
   // A fixed, shuffled order (same seed every time) so repeated evaluations see the same samples.
-  data::DistributedSampler sampler(dataset.size(), /*seed=*/0x5eed, 0, 1);
+  const auto sampler = dataset.make_sampler(/*seed=*/0x5eed, 0, 1);
   const int64_t whole = (dataset.size() + micro - 1) / micro;  // the last one partial
   const int64_t n = batches <= 0 ? whole : std::min(batches, dataset.size() / micro);
   auto loss_fn = nn::make_loss(nn::LossOptions{});  // plain cross-entropy: comparable across runs
@@ -61,7 +61,7 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
   int64_t correct = 0;
   Running running;
   for (int64_t i = 0; i < n; ++i) {
-    auto batch = dataset.collate(sampler.next(std::min(micro, dataset.size() - i * micro)));
+    auto batch = dataset.collate(sampler->next(std::min(micro, dataset.size() - i * micro)));
     if (at::isFloatingType(batch.input.scalar_type()) && batch.input.scalar_type() != dtype) {
       batch.input = batch.input.to(dtype);
     }

@@ -53,7 +53,7 @@ std::unique_ptr<data::Sampler> make_train_sampler(const Setup& s, const std::str
   const int64_t n = s.data.train->size();
   // Tensor-parallel peers read the same samples: the data is sharded over the data-parallel group.
   const int dp_rank = s.groups.dp->rank(), dp_size = s.groups.dp->size();
-  if (!o.enabled) return std::make_unique<data::DistributedSampler>(n, cfg.trainer.seed, dp_rank, dp_size);
+  if (!o.enabled) return s.data.train->make_sampler(cfg.trainer.seed, dp_rank, dp_size);
   data::validate_ordering(o);
   data::ScoringRequest r;
   r.scorer = o.scorer;
