@@ -1,0 +1,40 @@
+"""xtrain.ops: xtrain's C++ kernels as functions on torch tensors.
+
+`attention` calls the attention kernel registry (src/xtrain/kernels/attention/registry.h): "auto"
+picks the highest-priority registered kernel that supports the call (the fused multi-scale CPU
+kernel for windowed attention on the CPU, for example); a name picks that kernel. Forward and
+backward both run in C++: the returned tensor's grad_fn is the kernel's C++ autograd node.
+"""
+from . import _C
+
+__all__ = ["attention", "kernels", "kernel_for"]
+
+
+def _windows(windows):
+    if windows is None:
+        return []
+    if isinstance(windows, int):
+        return [windows]
+    return [int(w) for w in windows]
+
+
+def attention(q, k, v, kernel="auto", windows=None, causal=True, dropout=0.0):
+    """Multi-head attention over q, k, v of shape [B, NH, T, HS] (any strides, one dtype and device).
+
+    windows: None or [] for dense attention (every causally allowed position); an int or a list for
+    multi-scale attention (shared/design/multiscale-attention.md: the NH heads split over the windows
+    as numpy.array_split does, each query sees the exact multi-scale partition). dropout: on the
+    attention weights (pass 0 outside training; the mask is drawn from torch's CPU generator).
+    Returns [B, NH, T, HS]. ValueError names the bad shape, dtype, window or kernel.
+    """
+    return _C.attention(q, k, v, bool(causal), _windows(windows), float(dropout), str(kernel))
+
+
+def kernel_for(q, kernel="auto", windows=None, causal=True, dropout=0.0):
+    """The name of the registered kernel `attention` would run for q, k, v shaped like q."""
+    return _C.attention_kernel_for(q, bool(causal), _windows(windows), float(dropout), str(kernel))
+
+
+def kernels():
+    """The registered attention kernels, highest priority first ("auto" picks among them)."""
+    return list(_C.attention_kernels())
