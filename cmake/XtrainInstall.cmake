@@ -53,3 +53,10 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/xtrainConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/xtrainConfig.cmake ${CMAKE_BINARY_DIR}/xtrainConfigVersion.cmake
         DESTINATION ${XTRAIN_INSTALL_CMAKEDIR})
+
+# The Python package (src/xtrain/python): P/lib/python3/dist-packages/xtrain, so
+# `PYTHONPATH=P/lib/python3/dist-packages /usr/bin/python3 -c "import xtrain"` works (for P=/usr,
+# Debian's python3 looks there without PYTHONPATH).
+set(XTRAIN_PYTHON_INSTALL_DIR lib/python3/dist-packages CACHE STRING "Where cmake --install puts the xtrain package")
+install(TARGETS xtrain_python LIBRARY DESTINATION ${XTRAIN_PYTHON_INSTALL_DIR}/xtrain)
+install(FILES ${XTRAIN_PYTHON_PACKAGE_FILES} DESTINATION ${XTRAIN_PYTHON_INSTALL_DIR}/xtrain)
