@@ -264,3 +264,18 @@ def test_module_bad_arguments():
     m = xtrain.nn.MultiScaleAttention(16, 2, window_size=[4], kernel="nope")
     with pytest.raises(ValueError, match='unknown kernel "nope"'):
         m(torch.zeros(1, 4, 16))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_module_without_windows_is_ordinary_attention(causal):
+    torch.manual_seed(6)
+    m = xtrain.nn.MultiScaleAttention(16, 2, window_size=None, causal=causal)
+    assert m.head_groups == [] and m.kernel_for(torch.zeros(1, 9, 16)) == "dense_flash_cpu"
+    x = torch.randn(2, 9, 16)
+    q, k, v = (x.double() @ m.qkv.weight.double().t() + m.qkv.bias.double()).split(16, -1)
+    q, k, v = (t.reshape(2, 9, 2, 8).transpose(1, 2) for t in (q, k, v))
+    score = q @ k.transpose(-1, -2) / math.sqrt(8)
+    if causal:
+        score = score.masked_fill(torch.ones(9, 9, dtype=torch.bool).triu(1), float("-inf"))
+    y = (score.softmax(-1) @ v).transpose(1, 2).reshape(2, 9, 16) @ m.proj.weight.double().t() + m.proj.bias.double()
+    assert_close(m(x), y, 1e-4, 1e-5, "dense module output")
