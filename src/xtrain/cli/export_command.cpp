@@ -1,3 +1,4 @@
+// `xtrain export --run DIR --safetensors OUT [--layout xtrain|hf-gpt2]`: the weights (export_safetensors.h).
 // `xtrain export --run DIR --onnx OUT.onnx [--int8] [--from DIR] [--calibration-batches N]`: the
 // run's model (or its compressed version, <run>/compressed/ when present: pruned shapes, the
 // distilled student, the int8 plan) as an ONNX file (opset 17, IR 8; export/onnx/onnx_export.h).
@@ -10,6 +11,7 @@
 #include <iostream>
 
 #include "xtrain/base/error.h"
+#include "xtrain/cli/export_safetensors.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/compress/artifact.h"
 #include "xtrain/compress/quant/quantize.h"
@@ -24,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExportArgs {
-  std::string run_dir, onnx, from, tag;
+  std::string run_dir, onnx, from, tag, safetensors, layout = "xtrain";
   bool int8 = false;
   int64_t calibration_batches = 16;
 };
@@ -97,16 +99,26 @@ int run_export(const ExportArgs& a) {
 }  // namespace
 
 Command add_export(CLI::App& app) {
-  auto* cmd = app.add_subcommand("export", "Export a run's model to ONNX (fp32, or QDQ int8 with --int8)");
+  auto* cmd = app.add_subcommand(
+      "export", "Export a run's model to ONNX (fp32, or QDQ int8 with --int8) or its weights to safetensors");
   auto a = std::make_shared<ExportArgs>();
   cmd->add_option("--run,-r", a->run_dir, "run directory")->required();
-  cmd->add_option("--onnx", a->onnx, "output .onnx file")->required();
+  auto* onnx = cmd->add_option("--onnx", a->onnx, "output .onnx file");
+  auto* st = cmd->add_option("--safetensors", a->safetensors, "output .safetensors file (the weights)");
+  onnx->excludes(st);
+  cmd->add_option("--layout", a->layout, "--safetensors names: xtrain (what init_from reads) or hf-gpt2 (Hugging Face)")
+      ->check(CLI::IsMember({"xtrain", "hf-gpt2"}));
   cmd->add_flag("--int8", a->int8, "QDQ int8 (the compressed plan, or a static calibration)");
   cmd->add_option("--from", a->from, "a compressed folder (default: <run>/compressed when it exists)");
   cmd->add_option("--calibration-batches", a->calibration_batches, "--int8 without a plan: calibration batches")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--tag", a->tag, "checkpoint tag (default: latest)");
-  return {cmd, [a] { return run_export(*a); }};
+  return {cmd, [a] {
+            XTRAIN_USAGE_CHECK(!a->onnx.empty() || !a->safetensors.empty(),
+                               "export: give --onnx OUT or --safetensors OUT");
+            if (!a->safetensors.empty()) return export_safetensors(a->run_dir, a->tag, a->safetensors, a->layout);
+            return run_export(*a);
+          }};
 }
 
 }  // namespace xtrain::cli

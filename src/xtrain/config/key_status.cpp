@@ -260,6 +260,8 @@ const std::vector<KeyStatus> kTable = {
     {"xtrain.model.num_classes", H, "Factory.ImageModelsNeedSizesFromTheDataset"},
     {"xtrain.model.in_features", H, "Factory.ImageModelsNeedSizesFromTheDataset"},
     {"xtrain.model.args", H, "ModelRegistry.PluginModelAndDatasetTrainThroughTheRunLoop"},
+    {"xtrain.model.init_from", H, "SafetensorsInit.InitFromKeysTrainThroughTheRun"},
+    {"xtrain.model.init_strict", H, "SafetensorsInit.InitFromKeysTrainThroughTheRun"},
     {"xtrain.data.type", H, "RealData.Mnist"},
     {"xtrain.data.path", H, "TextData.MissingFilesSayWhatToDo"},
     {"xtrain.data.val_fraction", H, "TextData.TooShortSplitNamesTheNumbers"},

@@ -32,6 +32,9 @@ struct ModelOptions {
   int64_t in_features = 0;  // mlp: flattened sample size (1x28x28 images: 784)
   // A registered model's own settings, read and checked by its entry (the config layer reads it whole).
   nlohmann::json args = nlohmann::json::object();
+  // Weights before training (run/init_from.h): a .safetensors file (ours or HF GPT-2's layout) or a run dir.
+  std::string init_from;
+  bool init_strict = true;  // false: model tensors the source lacks stay fresh, extra source tensors are ignored
   template <class V>
   void visit(V& v) {
     v("type", type, "registered model: gpt, resnet18, mlp or a plugin's (see Registered models)");
@@ -47,6 +50,11 @@ struct ModelOptions {
     v("num_classes", num_classes, "image models: classes (0: from the dataset)");
     v("in_features", in_features, "mlp: flattened input size (0: from the dataset)");
     v("args", args, "a registered model's own settings (a JSON object, checked by the model)");
+    v("init_from", init_from,
+      "initial weights: a .safetensors file (xtrain or Hugging Face GPT-2 names) or a run directory (\"\": none)");
+    v("init_strict", init_strict,
+      "init_from: every model tensor must be in the source and every source tensor in the model "
+      "(false: the missing stay fresh, the extra are ignored; both logged)");
   }
 };
 

@@ -13,6 +13,7 @@
 #include "xtrain/models/registry.h"
 #include "xtrain/nn/losses.h"
 #include "xtrain/precision/policy.h"
+#include "xtrain/run/init_from.h"
 #include "xtrain/zero/offload/disk_backed_allocations.h"
 
 namespace xtrain {
@@ -131,6 +132,11 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank, std::shared_p
   precision::check_cpu_supported(precision::make_policy(cfg.fp16, cfg.bf16, cfg.amp, /*cuda=*/false,
                                                         cfg.engine.grad_accum_dtype));
   s.model = build_model(s.config, s.groups);
+  if (!cfg.model.init_from.empty()) {  // the whole model, before any cut or sharding
+    XTRAIN_USAGE_CHECK(cfg.tensor_parallel.size == 1, "xtrain.model.init_from needs tensor_parallel.size 1 (got ",
+                       cfg.tensor_parallel.size, "): load into a one-rank run, then resume it split");
+    init_model_from(*s.model.module, cfg.model.init_from, cfg.model.init_strict);
+  }
   if (cfg.tensor_parallel.size > 1) s.shard_specs = parallel::tensor::shard_specs(*s.model.module);
   const StagePtr stage = cut_pipeline_stage(s);
   apply_activation_checkpointing(s, stage != nullptr);
