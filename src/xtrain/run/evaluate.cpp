@@ -9,6 +9,7 @@
 
 #include "xtrain/data/sampler.h"
 #include "xtrain/nn/losses.h"
+#include "xtrain/run/class_metrics.h"
 
 namespace xtrain {
 
@@ -67,7 +68,11 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
     }
     const auto logits = model.forward(batch.input);
     const double loss = loss_fn(logits, batch.target).item<double>();
-    if (model.task == "classify") correct += logits.argmax(-1).eq(batch.target).sum().item<int64_t>();
+    if (model.task == "classify") {
+      const auto predicted = logits.argmax(-1);
+      correct += predicted.eq(batch.target).sum().item<int64_t>();
+      add_to_confusion(r.confusion, r.classes, batch.target, predicted, logits.size(-1));
+    }
     r.batch_losses.push_back(loss);
     r.samples += batch.size();
     weighted_sum += loss * static_cast<double>(batch.size());
@@ -77,7 +82,10 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
   r.batches = n;
   r.loss = r.samples > 0 ? weighted_sum / static_cast<double>(r.samples) : NAN;
   r.loss_standard_error = mean_and_standard_error(r.batch_losses).standard_error;
-  if (model.task == "classify" && r.samples > 0) r.accuracy = static_cast<double>(correct) / r.samples;
+  if (model.task == "classify" && r.samples > 0) {
+    r.accuracy = static_cast<double>(correct) / r.samples;
+    r.macro_f1 = class_metrics(r.confusion, r.classes).macro_f1;
+  }
   model.module->train(was_training);
   return r;
 }

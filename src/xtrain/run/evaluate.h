@@ -19,6 +19,11 @@ struct EvalResult {
   // fewer than 2 batches.
   double loss_standard_error = 0.0;
   double accuracy = -1.0;            // classification only
+  // Classification: confusion[t * classes + p] counts the samples of true class t predicted as p
+  // (argmax of the logits); macro_f1 from it (class_metrics.h). classes 0 and macro_f1 -1 otherwise.
+  int64_t classes = 0;
+  std::vector<int64_t> confusion;
+  double macro_f1 = -1.0;
   int64_t samples = 0;
   int64_t batches = 0;
   std::vector<double> batch_losses;  // each batch's mean loss, in scoring order

@@ -33,12 +33,14 @@ class LanguageModelling final : public Task {
   bool sequences() const override { return true; }
 };
 
-// One label per sample: throughput in samples, FLOPs learnt from the profile, loss and accuracy.
+// One label per sample (an image, or a text's token ids): throughput in samples, FLOPs learnt from
+// the profile, loss, accuracy and macro-F1.
 class Classification final : public Task {
  public:
   const char* name() const override { return "classify"; }
   void fit_model(models::ModelOptions& model, const data::DatasetInfo& data) const override {
     if (model.num_classes == 0) model.num_classes = data.num_classes;
+    if (data.kind == "text") model.vocab = data.vocab;  // token input: the dataset's tokenizer
     if (model.in_features == 0) {
       model.in_features = 1;
       for (int64_t d : data.sample_shape) model.in_features *= d;
@@ -51,7 +53,8 @@ class Classification final : public Task {
   double train_flops_per_unit(const models::ModelOptions&) const override { return 0.0; }
   std::string describe_model(const models::ModelOptions&) const override { return ""; }
   std::string describe_eval(const EvalResult& r) const override {
-    return c10::str("val loss ", r.loss, " | val accuracy ", 100.0 * r.accuracy, "%");
+    std::string out = c10::str("val loss ", r.loss, " | val accuracy ", 100.0 * r.accuracy, "%");
+    return r.macro_f1 < 0 ? out : out + c10::str(" | val macro-F1 ", r.macro_f1);
   }
   bool sequences() const override { return false; }
 };

@@ -12,6 +12,7 @@
 #include "xtrain/base/utf8.h"
 #include "xtrain/kernels/gemm.h"
 #include "xtrain/optim/registry.h"
+#include "xtrain/run/class_metrics.h"
 #include "xtrain/run/run_checkpoint.h"
 #include "xtrain/sched/schedule.h"
 #include "xtrain/zero/memory_estimate.h"
@@ -162,6 +163,7 @@ void TrainLoop::after_step() {
     const auto ev = evaluate(s_.model, *s_.data.val, c, c.trainer.eval_batches);
     progress_.message(c10::str("step ", st.step, ": ", s_.task->describe_eval(ev)));
     mon_.write_eval(st.step, ev.loss, ev.accuracy);
+    write_class_scores(mon_.sinks(), st.step, ev.classes, ev.confusion, ev.macro_f1, s_.data.val->info().class_names);
   }
   if (c.trainer.save_interval > 0 && st.step % c.trainer.save_interval == 0) {
     save(s_, run_dir_);
@@ -216,6 +218,8 @@ TrainResult TrainLoop::finish() {
   result.tokens_per_second = progress_.rate();
   result.final_eval = evaluate(s_.model, *s_.data.val, c, c.trainer.eval_batches);
   mon_.write_eval(result.steps, result.final_eval.loss, result.final_eval.accuracy);
+  const auto& ev = result.final_eval;
+  write_class_scores(mon_.sinks(), result.steps, ev.classes, ev.confusion, ev.macro_f1, s_.data.val->info().class_names);
   if (c.trainer.save_interval >= 0 && last_saved_ != result.steps) save(s_, run_dir_);
   // Under ZeRO stage 3 each forward gathers parameters collectively: every rank runs the sampler.
   // So does a tensor-parallel forward.
@@ -233,6 +237,11 @@ void TrainLoop::summarise(const TrainResult& result) {
             fmt(result.final_train_loss), " | ", s_.task->describe_eval(result.final_eval), " | ",
             monitor::format_rate(result.tokens_per_second), " ", s_.task->short_unit(), "/s");
   if (!losses_.empty()) log::info("loss: ", monitor::sparkline(losses_, 60));
+  const auto& ev = result.final_eval;
+  if (ev.classes > 0) {
+    log::info("val confusion matrix (", ev.samples, " samples):\n",
+              confusion_table(ev.confusion, ev.classes, s_.data.val->info().class_names));
+  }
   const std::string breakdown = mon_.summary();
   if (!breakdown.empty()) log::info(breakdown);
   // Escaped for the terminal: an early byte-level model samples bytes that are not UTF-8.
