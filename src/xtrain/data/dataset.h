@@ -18,6 +18,9 @@ struct DatasetInfo {
   int64_t seq_len = 0;       // text: T
   int64_t num_classes = 0;   // image
   std::vector<int64_t> sample_shape;  // image: {1, 28, 28}
+  // Classification: the name of each class index (text_classify: the training file's labels);
+  // empty when the classes are just their numbers (MNIST).
+  std::vector<std::string> class_names;
 };
 
 class Dataset {

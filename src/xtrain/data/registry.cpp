@@ -6,6 +6,7 @@
 #include "xtrain/base/registry.h"
 #include "xtrain/config/config.h"
 #include "xtrain/data/datasets.h"
+#include "xtrain/data/text_classify_dataset.h"
 
 namespace xtrain::data {
 namespace {
@@ -33,6 +34,22 @@ DatasetEntry idx_entry(bool fashion) {
   return e;
 }
 
+DatasetEntry text_classify_entry() {
+  DatasetEntry e;
+  e.description = "labelled texts from JSONL ({\"text\", \"label\"} per line; or the fetched SpamAssassin corpus), "
+                  "tokenized, truncated and padded to xtrain.model.seq_len";
+  e.task = "classify";
+  e.open = open_text_classify_dataset;
+  e.keys = {{"path", "a JSONL file or spam_assassin"},
+            {"val_fraction", "held out by a fixed shuffle when there is no args.val_path"},
+            {"args.val_path", "validation JSONL"},
+            {"args.tokenizer", "byte (default), gpt2, or a folder with a saved tokenizer.json"},
+            {"args.text_field", "default text"},
+            {"args.label_field", "default label"}};
+  e.validate = validate_text_classify_options;
+  return e;
+}
+
 void check_entry(const std::string& name, const DatasetEntry& e) {
   XTRAIN_USAGE_CHECK(static_cast<bool>(e.open), "data: register_dataset(\"", name, "\") needs an open function");
   XTRAIN_USAGE_CHECK(e.task == "lm" || e.task == "classify", "data: register_dataset(\"", name,
@@ -44,6 +61,7 @@ Registry<DatasetEntry>& registry() {
     reg.add("text", text_entry());
     reg.add("mnist", idx_entry(false));
     reg.add("fashion_mnist", idx_entry(true));
+    reg.add("text_classify", text_classify_entry());
   });
   return *r;
 }
@@ -63,7 +81,7 @@ std::string markdown(const std::vector<std::string>& names) {
 }
 
 // docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
-std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnist"}); }
+std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnist", "text_classify"}); }
 [[maybe_unused]] const bool kDocumented = config::add_reference_section(11, builtin_markdown);
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "xtrain/run/train.h"
 
 #include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -83,6 +84,11 @@ TrainResult train(const TrainRequest& request) {
   set_threads(loaded.config);
   Setup s = build(loaded.config, rank, group, run_dir);
   if (s.lead()) write_file_atomic((fs::path(run_dir) / "config.json").string(), config::to_json(s.config) + "\n");
+  // A classifier's class names in index order (text_classify: the training file's labels).
+  const auto classes = s.data.train->info().class_names;
+  if (s.lead() && !classes.empty()) {
+    write_file_atomic((fs::path(run_dir) / "labels.json").string(), nlohmann::json(classes).dump() + "\n");
+  }
   s.comm->barrier();  // the run directory exists for every rank
   if (request.resume) resume(s, run_dir);
   log_start(s, run_dir);
