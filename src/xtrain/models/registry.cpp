@@ -7,6 +7,7 @@
 #include "xtrain/base/registry.h"
 #include "xtrain/config/config.h"
 #include "xtrain/models/gpt.h"
+#include "xtrain/models/gpt_classifier.h"
 #include "xtrain/models/mlp_classifier.h"
 #include "xtrain/models/resnet.h"
 
@@ -73,6 +74,7 @@ Registry<ModelEntry>& registry() {
     reg.add("gpt", gpt_entry());
     reg.add("resnet18", resnet18_entry());
     reg.add("mlp", mlp_entry());
+    reg.add("gpt_classifier", gpt_classifier_entry());
   });
   return *r;
 }
@@ -92,7 +94,7 @@ std::string markdown(const std::vector<std::string>& names) {
 }
 
 // docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
-std::string builtin_markdown() { return markdown({"gpt", "resnet18", "mlp"}); }
+std::string builtin_markdown() { return markdown({"gpt", "resnet18", "mlp", "gpt_classifier"}); }
 [[maybe_unused]] const bool kDocumented = config::add_reference_section(10, builtin_markdown);
 
 }  // namespace
