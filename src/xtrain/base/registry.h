@@ -86,6 +86,14 @@ class Registry {
     return msg;
   }
 
+  // find(), then the entry's optional validate(options) (an Entry with a `validate` member).
+  template <class Options>
+  const Entry& find_validated(const std::string& name, const std::string& key_path, const Options& options) {
+    const Entry& e = find(name, key_path);
+    if (e.validate) e.validate(options);
+    return e;
+  }
+
   // Every registered name, in the order first added.
   std::vector<std::string> names() {
     ensure_builtins();
@@ -129,5 +137,29 @@ class Registry {
   std::vector<std::string> order_;
   std::vector<std::shared_ptr<const Entry>> retired_;
 };
+
+// The shape the model and dataset registries share: entries that serve a task ("lm" | "classify"),
+// made by one factory, with a description and the keys they read ({key, doc}).
+// `call`: "models: register_model"; `factory`: the factory's name in the messages ("build").
+inline void check_task_entry(const std::string& call, const std::string& name, bool has_factory,
+                             const std::string& factory, const std::string& task) {
+  XTRAIN_USAGE_CHECK(has_factory, call, "(\"", name, "\") needs ", factory, " function");
+  XTRAIN_USAGE_CHECK(task == "lm" || task == "classify", call, "(\"", name, "\"): task must be \"lm\" or \"classify\", got \"",
+                     task, "\"");
+}
+
+// docs/config.md's table of such entries: | `name` | task | description | keys read (`<prefix>`) |.
+template <typename Entry>
+std::string task_entries_table(Registry<Entry>& registry, const std::vector<std::string>& names,
+                               const std::string& key_path, const std::string& prefix) {
+  std::string md = "| name | task | description | keys read (`" + prefix + "`) |\n|---|---|---|---|\n";
+  for (const auto& name : names) {
+    const Entry& e = registry.find(name, key_path);
+    std::string keys;
+    for (const auto& k : e.keys) keys += (keys.empty() ? "`" : ", `") + k.key + "`" + (k.doc.empty() ? "" : " (" + k.doc + ")");
+    md += "| `" + name + "` | " + e.task + " | " + e.description + " | " + keys + " |\n";
+  }
+  return md;
+}
 
 }  // namespace xtrain

@@ -17,6 +17,7 @@
 #include "xtrain/compress/quant/quantize.h"
 #include "xtrain/config/config.h"
 #include "xtrain/data/sampler.h"
+#include "xtrain/models/registry.h"
 #include "xtrain/run/run_dir.h"
 #include "xtrain/run/train.h"
 #include "xtrain/export/onnx/onnx_export.h"
@@ -30,14 +31,6 @@ struct ExportArgs {
   bool int8 = false;
   int64_t calibration_batches = 16;
 };
-
-// The input's one-sample shape from the model alone (the datasets are 1×28×28 images).
-std::vector<int64_t> sample_shape(const models::ModelOptions& m) {
-  if (m.type == "resnet18") return {1, 28, 28};
-  if (m.type == "mlp" && m.in_features == 28 * 28) return {1, 28, 28};
-  if (m.type == "mlp") return {m.in_features};
-  return {};
-}
 
 int run_export(const ExportArgs& a) {
   std::string from = a.from;
@@ -61,7 +54,7 @@ int run_export(const ExportArgs& a) {
     model = run.model;
   }
   compress::TraceHints hints;
-  hints.sample_shape = sample_shape(cfg.model);
+  hints.sample_shape = models::input_sample_shape(cfg.model);  // from its registry entry
   hints.dropout = cfg.model.dropout;
   std::shared_ptr<compress::QuantPlan> plan;
   std::shared_ptr<compress::Graph> graph;

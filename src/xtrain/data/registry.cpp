@@ -50,12 +50,6 @@ DatasetEntry text_classify_entry() {
   return e;
 }
 
-void check_entry(const std::string& name, const DatasetEntry& e) {
-  XTRAIN_USAGE_CHECK(static_cast<bool>(e.open), "data: register_dataset(\"", name, "\") needs an open function");
-  XTRAIN_USAGE_CHECK(e.task == "lm" || e.task == "classify", "data: register_dataset(\"", name,
-                     "\"): task must be \"lm\" or \"classify\", got \"", e.task, "\"");
-}
-
 Registry<DatasetEntry>& registry() {
   static auto* r = new Registry<DatasetEntry>("dataset", [](Registry<DatasetEntry>& reg) {
     reg.add("text", text_entry());
@@ -67,17 +61,10 @@ Registry<DatasetEntry>& registry() {
 }
 
 std::string markdown(const std::vector<std::string>& names) {
-  std::string md = "\n## Registered datasets (`xtrain.data.type`)\n\n"
-                   "The built-in datasets; a plugin library adds its own (`register_dataset`, data/registry.h) and\n"
-                   "reads its settings from `xtrain.data.args`.\n\n"
-                   "| name | task | description | keys read (`xtrain.data.`) |\n|---|---|---|---|\n";
-  for (const auto& name : names) {
-    const DatasetEntry& e = registry().find(name, kTypeKey);
-    std::string keys;
-    for (const auto& k : e.keys) keys += (keys.empty() ? "`" : ", `") + k.key + "`" + (k.doc.empty() ? "" : " (" + k.doc + ")");
-    md += "| `" + name + "` | " + e.task + " | " + e.description + " | " + keys + " |\n";
-  }
-  return md;
+  return "\n## Registered datasets (`xtrain.data.type`)\n\n"
+         "The built-in datasets; a plugin library adds its own (`register_dataset`, data/registry.h) and\n"
+         "reads its settings from `xtrain.data.args`.\n\n" +
+         task_entries_table(registry(), names, kTypeKey, "xtrain.data.");
 }
 
 // docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
@@ -87,7 +74,7 @@ std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnis
 }  // namespace
 
 void register_dataset(const std::string& name, DatasetEntry entry) {
-  check_entry(name, entry);
+  check_task_entry("data: register_dataset", name, static_cast<bool>(entry.open), "an open", entry.task);
   registry().add(name, std::move(entry));
 }
 
@@ -95,10 +82,7 @@ const DatasetEntry& find_dataset(const std::string& name) { return registry().fi
 
 std::vector<std::string> dataset_names() { return registry().names(); }
 
-void check_data_options(const DataOptions& options) {
-  const DatasetEntry& entry = find_dataset(options.type);
-  if (entry.validate) entry.validate(options);
-}
+void check_data_options(const DataOptions& options) { registry().find_validated(options.type, kTypeKey, options); }
 
 std::string datasets_markdown() { return markdown(dataset_names()); }
 

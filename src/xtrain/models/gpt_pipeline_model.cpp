@@ -34,27 +34,17 @@ std::function<at::Tensor(const at::Tensor&)> pipeline_forward(std::shared_ptr<Pi
 }
 }  // namespace
 
-void check_pipeline_model(const std::string& type) {
-  XTRAIN_USAGE_CHECK(type == "gpt", "config: pipeline.stages > 1 needs xtrain.model.type \"gpt\", got \"", type, "\"");
-}
-
-void check_activation_checkpointing_model(const std::string& type) {
-  XTRAIN_USAGE_CHECK(type == "gpt", "models: activation_checkpointing.enabled needs a gpt model (its blocks are "
-                     "the checkpoint units), got ", type);
-}
-
 std::shared_ptr<PipelineGPTImpl> cut_pipeline_stage(Model& model, int stage, int stages, const std::string& partition,
                                                     std::shared_ptr<comm::Communicator> pp,
                                                     std::shared_ptr<comm::Communicator> tp) {
-  check_pipeline_model(model.options.type);
   auto cut = PipelineGPT(model.module, stage, stages, partition).ptr();
   model.module = cut;
   model.forward = pipeline_forward(cut, std::move(pp), std::move(tp));
   return cut;
 }
 
-void halve_tied_norm_weights(const PipelineGPTImpl& stage, std::map<std::string, double>& weights) {
-  for (const auto& name : stage.tied_parameters()) weights[name] = 0.5 * (weights.count(name) ? weights[name] : 1.0);
+void halve_tied_norm_weights(const std::vector<std::string>& tied, std::map<std::string, double>& weights) {
+  for (const auto& name : tied) weights[name] = 0.5 * (weights.count(name) ? weights[name] : 1.0);
 }
 
 }  // namespace xtrain::models

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "xtrain/models/factory.h"
 
@@ -18,10 +19,6 @@ namespace xtrain::models {
 
 class PipelineGPTImpl;
 
-// pipeline.stages > 1 cuts a gpt only: UsageError naming xtrain.model.type for another.
-void check_pipeline_model(const std::string& type);
-// activation_checkpointing.enabled checkpoints a gpt's blocks (a stage's too): UsageError for another.
-void check_activation_checkpointing_model(const std::string& type);
 
 // Replaces model.module by stage `stage` of `stages` (the whole model's other modules are freed
 // once `model` drops them) and model.forward by the pipeline's forward over `pp` (rank = stage)
@@ -32,7 +29,7 @@ std::shared_ptr<PipelineGPTImpl> cut_pipeline_stage(Model& model, int stage, int
                                                     std::shared_ptr<comm::Communicator> tp);
 
 // The tied embedding's two copies (first and last stage) count once in the gradient norm: each
-// of stage.tied_parameters() weighs half what `weights` gave it (1 when absent).
-void halve_tied_norm_weights(const PipelineGPTImpl& stage, std::map<std::string, double>& weights);
+// of the stage's tied parameters weighs half what `weights` gave it (1 when absent).
+void halve_tied_norm_weights(const std::vector<std::string>& tied, std::map<std::string, double>& weights);
 
 }  // namespace xtrain::models

@@ -7,10 +7,6 @@
 
 namespace xtrain::models {
 
-void check_tensor_parallel_model(const std::string& type) {
-  XTRAIN_USAGE_CHECK(type == "gpt", "config: tensor_parallel.size > 1 needs xtrain.model.type \"gpt\", got \"", type, "\"");
-}
-
 Model build_tensor_parallel_gpt(const ModelOptions& options, std::shared_ptr<comm::Communicator> tp) {
   auto gpt = TensorParallelGPT(options, tp);
   Model m;

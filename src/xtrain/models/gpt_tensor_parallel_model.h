@@ -19,8 +19,6 @@ class Communicator;
 
 namespace xtrain::models {
 
-// tensor_parallel.size > 1 splits a gpt only: UsageError naming xtrain.model.type for another.
-void check_tensor_parallel_model(const std::string& type);
 
 // UsageError as TensorParallelGPTImpl's constructor.
 Model build_tensor_parallel_gpt(const ModelOptions& options, std::shared_ptr<comm::Communicator> tp);

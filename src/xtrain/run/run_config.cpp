@@ -12,8 +12,7 @@
 #include "xtrain/run/run_dir.h"
 #include "xtrain/run/smoke.h"
 #include "xtrain/run/train.h"
-#include "xtrain/models/generate.h"
-#include "xtrain/models/gpt.h"
+#include "xtrain/models/registry.h"
 #include "xtrain/run/checkpoint_merge.h"
 
 namespace xtrain {
@@ -54,20 +53,13 @@ config::Loaded load_run_config(const TrainRequest& request, const std::string& r
 
 std::string generate_text(const models::Model& model, const std::string& prompt, int64_t tokens, double temperature,
                           int64_t top_k, uint64_t seed) {
-  XTRAIN_USAGE_CHECK(model.task == "lm", "generate: only GPT models generate text");
+  const auto& entry = models::find_model(model.options.type);
+  XTRAIN_USAGE_CHECK(entry.generate, "generate: xtrain.model.type \"", model.options.type,
+                     "\" does not generate text (its ModelEntry::generate is not set)");
   std::vector<int64_t> ids;
   for (unsigned char ch : prompt) ids.push_back(ch);
   if (ids.empty()) ids.push_back('\n');
-  std::vector<int64_t> out;
-  if (auto gpt = std::dynamic_pointer_cast<models::GPTImpl>(model.module)) {
-    out = models::generate(*gpt, ids, tokens, temperature, top_k, seed);
-  } else {  // tensor- or pipeline-parallel: the whole forward, every rank in step
-    XTRAIN_USAGE_CHECK(model.options.vocab > 0, "generate: the model's options are unknown");
-    auto last_logits = [&model](const at::Tensor& context) {
-      return model.forward(context).select(1, context.size(1) - 1);
-    };
-    out = models::generate(last_logits, *model.module, model.options, ids, tokens, temperature, top_k, seed);
-  }
+  const std::vector<int64_t> out = entry.generate(model, ids, {tokens, temperature, top_k, seed});
   std::string text;
   for (int64_t id : out) text += static_cast<char>(id);
   return text;

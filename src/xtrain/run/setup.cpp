@@ -6,8 +6,6 @@
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
 #include "xtrain/comm/communicator.h"
-#include "xtrain/models/gpt_checkpointing.h"
-#include "xtrain/models/gpt_pipeline.h"
 #include "xtrain/models/gpt_pipeline_model.h"
 #include "xtrain/models/gpt_tensor_parallel_model.h"
 #include "xtrain/models/registry.h"
@@ -20,10 +18,11 @@ namespace xtrain {
 
 namespace {
 
-using StagePtr = std::shared_ptr<models::PipelineGPTImpl>;
+using StagePtr = std::shared_ptr<const models::PipelineStageModel>;
 
-// The model from the seed: whole, or split over the tensor-parallel group.
-models::Model build_model(const config::Config& cfg, const parallel::ParallelGroups& groups) {
+// The model from the seed: whole, or split over the tensor-parallel group by its entry's hook
+// (train_loss is then the loss on the split output; null for a whole model).
+models::TensorParallelModel build_model(const config::Config& cfg, const parallel::ParallelGroups& groups) {
   torch::manual_seed(cfg.trainer.seed);
   // ZeRO stage 3 with parameters on NVMe: the model is built into file-backed memory (the page
   // cache), so constructing it whole on every rank before partitioning needs no RAM of its own.
@@ -32,8 +31,11 @@ models::Model build_model(const config::Config& cfg, const parallel::ParallelGro
   if (z.stage == 3 && z.offload_param.device == "nvme" && !z.offload_param.nvme_path.empty()) {
     construct_on_disk.emplace(z.offload_param.nvme_path);
   }
-  if (cfg.tensor_parallel.size > 1) return models::build_tensor_parallel_gpt(cfg.model, groups.tp);
-  return models::build_model(cfg.model);
+  if (cfg.tensor_parallel.size > 1) {
+    const auto& entry = models::check_tensor_parallel_model(cfg.model.type);
+    return entry.tensor_parallel(cfg.model, groups.tp);
+  }
+  return {models::build_model(cfg.model), nullptr};
 }
 
 // pipeline.stages > 1: this rank keeps its stage of the whole model (the rest is freed here).
@@ -47,17 +49,25 @@ StagePtr cut_pipeline_stage(Setup& s) {
     return nullptr;
   }
   const std::string method = cfg.pipeline.partition == "best" ? "parameters" : cfg.pipeline.partition;
-  StagePtr stage = models::cut_pipeline_stage(s.model, static_cast<int>(s.groups.coord().pp),
-                                              static_cast<int>(cfg.pipeline.stages), method, s.groups.pp, s.groups.tp);
-  models::apply_pipeline_checkpoint_interval(*stage, cfg.pipeline.activation_checkpoint_interval,
-                                             cfg.activation_checkpointing);
-  return stage;
+  const auto& entry = models::check_pipeline_model(cfg.model.type);
+  models::PipelineCut cut;
+  cut.stage = static_cast<int>(s.groups.coord().pp);
+  cut.stages = static_cast<int>(cfg.pipeline.stages);
+  cut.partition = method;
+  cut.checkpoint_interval = cfg.pipeline.activation_checkpoint_interval;
+  cut.pp = s.groups.pp;
+  cut.tp = s.groups.tp;
+  cut.checkpointing = &cfg.activation_checkpointing;
+  return std::make_shared<const models::PipelineStageModel>(entry.pipeline_stage(s.model, cut));
 }
 
 void apply_activation_checkpointing(Setup& s, bool staged) {
   const auto& cfg = s.config;
-  // No-op unless activation_checkpointing.enabled; UsageError for a model other than gpt.
-  models::apply_activation_checkpointing(*s.model.module, cfg.activation_checkpointing);
+  // UsageError for a model whose entry cannot checkpoint its activations.
+  if (cfg.activation_checkpointing.enabled) {
+    const auto& entry = models::check_activation_checkpointing_model(cfg.model.type);
+    entry.checkpoint_activations(*s.model.module, cfg.activation_checkpointing);
+  }
   if (cfg.activation_checkpointing.partition_activations && !cfg.activation_checkpointing.enabled &&
       (!staged || cfg.pipeline.activation_checkpoint_interval == 0)) {
     log::info("config: activation_checkpointing.partition_activations has no effect here: nothing is checkpointed "
@@ -84,31 +94,31 @@ ModelParallel model_parallel(const Setup& s, const StagePtr& stage) {
     mp.norm_weights = models::replicated_norm_weights(*s.model.module, s.config.tensor_parallel.size);
   }
   if (stage) {
-    mp.tied = stage->tied_parameters();
+    mp.tied = stage->tied;
     mp.tied_group = s.groups.embedding;
-    models::halve_tied_norm_weights(*stage, mp.norm_weights);
+    models::halve_tied_norm_weights(stage->tied, mp.norm_weights);
   }
   return mp;
 }
 
 // The loss the engine differentiates: xtrain.loss on the whole logits, or the vocabulary-parallel
 // cross-entropy on the split ones under tensor parallelism.
-void make_engine(Setup& s, const StagePtr& stage) {
+void make_engine(Setup& s, const StagePtr& stage, const models::TensorParallelModel& built) {
   const bool tp = s.config.tensor_parallel.size > 1;
   s.loss = nn::make_loss(s.config.loss);
   auto forward = s.model.forward;
   auto loss = s.loss;
   Engine::LossFn loss_fn = [forward, loss](const data::Batch& b) { return loss(forward(b.input), b.target); };
   if (tp && !stage) {
-    auto tp_loss = models::tensor_parallel_train_loss(s.model);
+    auto tp_loss = built.train_loss;
     loss_fn = [tp_loss](const data::Batch& b) { return tp_loss(b.input, b.target); };
   }
   s.engine = std::make_unique<Engine>(s.model.module, std::move(loss_fn), s.config, s.groups.dp, model_parallel(s, stage));
   if (!stage) return;
   PipelineStage ps;
-  ps.forward = [stage](const at::Tensor& x) { return stage->forward(x); };
+  ps.forward = stage->forward;
   if (tp) {
-    ps.loss = [stage](const at::Tensor& out, const at::Tensor& target) { return stage->loss(out, target); };
+    ps.loss = stage->tensor_parallel_loss;
   } else {
     ps.loss = loss;  // xtrain.loss (label smoothing, focal) on the whole logits
   }
@@ -131,7 +141,8 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank, std::shared_p
   s.task->fit_model(s.config.model, s.data.train->info());
   precision::check_cpu_supported(precision::make_policy(cfg.fp16, cfg.bf16, cfg.amp, /*cuda=*/false,
                                                         cfg.engine.grad_accum_dtype));
-  s.model = build_model(s.config, s.groups);
+  const models::TensorParallelModel built = build_model(s.config, s.groups);
+  s.model = built.model;
   if (!cfg.model.init_from.empty()) {  // the whole model, before any cut or sharding
     XTRAIN_USAGE_CHECK(cfg.tensor_parallel.size == 1, "xtrain.model.init_from needs tensor_parallel.size 1 (got ",
                        cfg.tensor_parallel.size, "): load into a one-rank run, then resume it split");
@@ -141,7 +152,7 @@ Setup build(const config::Config& cfg, const comm::RankInfo& rank, std::shared_p
   const StagePtr stage = cut_pipeline_stage(s);
   apply_activation_checkpointing(s, stage != nullptr);
   start_curriculum(s);
-  make_engine(s, stage);
+  make_engine(s, stage, built);
   const int64_t micro = *cfg.engine.train_micro_batch_size_per_gpu;
   s.train_loader = std::make_unique<data::Loader>(s.data.train, make_train_sampler(s, run_dir), micro, cfg.data.prefetch);
   return s;

@@ -5,6 +5,7 @@
 
 #include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
+#include "xtrain/models/registry.h"
 
 namespace xtrain::smoke {
 
@@ -20,14 +21,6 @@ bool user_sets(const std::vector<std::string>& user, const std::string& key) {
 }
 
 std::string set(const std::string& key, int64_t value) { return key + "=" + std::to_string(value); }
-
-// The config's heads up to 4 (so the default 4 heads over 3 windows keeps its uneven split), raised
-// to cover every multi-scale window and rounded up to a multiple of the tensor-parallel size.
-int64_t tiny_heads(const models::ModelOptions& m, int64_t tp) {
-  const int64_t windows = m.attention.type == "multiscale" ? static_cast<int64_t>(m.attention.windows.size()) : 0;
-  const int64_t heads = std::max({std::min<int64_t>(m.heads, 4), windows, tp, int64_t{1}});
-  return (heads + tp - 1) / tp * tp;
-}
 
 }  // namespace
 
@@ -59,17 +52,18 @@ std::vector<std::string> train_overrides(const config::Config& loaded, const std
       "train_batch_size=auto",
       set("gradient_accumulation_steps", loaded.engine.gradient_accumulation_steps.value_or(1)),
   };
-  const auto& m = loaded.model;
-  if (m.type == "gpt") {
-    const int64_t tp = std::max<int64_t>(1, loaded.tensor_parallel.size);
-    const int64_t heads = tiny_heads(m, tp);
-    out.push_back(set("xtrain.model.layers", std::max<int64_t>(1, loaded.pipeline.stages)));
-    out.push_back(set("xtrain.model.heads", heads));
-    out.push_back(set("xtrain.model.d_model", heads * kHeadSize));
-    // A seq-len curriculum is laid out for the configured context: keep it.
-    if (!user_sets(user, "xtrain.model.seq_len") && !loaded.curriculum_learning.enabled) {
-      out.push_back(set("xtrain.model.seq_len", std::min(m.seq_len, kSeqLen)));
-    }
+  // The model's own tiny shape, when its entry gives one (models/registry.h: ModelEntry::tiny).
+  const auto& entry = models::find_model(loaded.model.type);
+  if (!entry.tiny) return out;
+  models::TinyLimits limits;
+  limits.tp = std::max<int64_t>(1, loaded.tensor_parallel.size);
+  limits.stages = std::max<int64_t>(1, loaded.pipeline.stages);
+  limits.seq_len = kSeqLen;
+  limits.head_size = kHeadSize;
+  for (const auto& [key, value] : entry.tiny(loaded.model, limits)) {
+    // A seq-len curriculum is laid out for the configured context: keep it; so does the user's.
+    if (key == "seq_len" && (user_sets(user, "xtrain.model.seq_len") || loaded.curriculum_learning.enabled)) continue;
+    out.push_back(set("xtrain.model." + key, value));
   }
   return out;
 }
