@@ -26,11 +26,7 @@ void check_betas(const std::vector<double>& betas, std::vector<std::string>& err
 
 template <class P>
 OptimizerType builtin(const char* name, const char* description, const char* label, P OptimizerOptions::*member) {
-  OptimizerType t;
-  t.name = name;
-  t.description = description;
-  t.params_label = label;
-  bind_params(t, [member](OptimizerOptions& o) -> P& { return o.*member; });
+  OptimizerType t = member_section_type<OptimizerType>(name, description, label, member);
   t.lr = [member](const OptimizerOptions& o) { return (o.*member).lr; };
   t.weight_decay = [member](const OptimizerOptions& o) { return (o.*member).weight_decay; };
   return t;

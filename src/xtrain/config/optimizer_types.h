@@ -27,31 +27,19 @@ std::string normalise_optimizer_type(const std::string& type);
 
 // A type whose params struct P (with lr, weight_decay and visit(V&)) lives in
 // OptimizerOptions::custom: what a registered optimizer that is not built in uses.
-template <class P>
-OptimizerType custom_optimizer_type(const std::string& name, const std::string& description) {
-  OptimizerType t;
-  t.name = name;
-  t.description = description;
-  t.params_label = "params (" + name + ")";
-  auto get = [](optim::OptimizerOptions& o) -> P& {
-    if (!o.custom.has_value() || o.custom.type() != typeid(P)) o.custom = P{};
-    return std::any_cast<P&>(o.custom);
-  };
-  bind_params(t, get);
-  auto value = [](const optim::OptimizerOptions& o) -> P {
-    const P* p = std::any_cast<P>(&o.custom);
-    return p ? *p : P{};
-  };
-  t.lr = [value](const optim::OptimizerOptions& o) { return value(o).lr; };
-  t.weight_decay = [value](const optim::OptimizerOptions& o) { return value(o).weight_decay; };
-  return t;
-}
-
 // The params of a custom type (defaults when the options hold none).
 template <class P>
 P custom_params(const optim::OptimizerOptions& o) {
   const P* p = std::any_cast<P>(&o.custom);
   return p ? *p : P{};
+}
+
+template <class P>
+OptimizerType custom_optimizer_type(const std::string& name, const std::string& description) {
+  OptimizerType t = custom_section_type<OptimizerType, P>(name, description);
+  t.lr = [](const optim::OptimizerOptions& o) { return custom_params<P>(o).lr; };
+  t.weight_decay = [](const optim::OptimizerOptions& o) { return custom_params<P>(o).weight_decay; };
+  return t;
 }
 
 }  // namespace xtrain::config

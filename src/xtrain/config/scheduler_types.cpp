@@ -14,12 +14,7 @@ using sched::SchedulerOptions;
 
 template <class P>
 SchedulerType builtin(const char* name, const char* description, const char* label, P SchedulerOptions::*member) {
-  SchedulerType t;
-  t.name = name;
-  t.description = description;
-  t.params_label = label;
-  bind_params(t, [member](SchedulerOptions& o) -> P& { return o.*member; });
-  return t;
+  return member_section_type<SchedulerType>(name, description, label, member);
 }
 
 // WarmupLR and WarmupDecayLR share WarmupParams; only WarmupDecayLR has total_num_steps.

@@ -28,15 +28,7 @@ std::string normalise_scheduler_type(const std::string& type);
 // A type whose params struct P (with visit(V&)) lives in SchedulerOptions::custom.
 template <class P>
 SchedulerType custom_scheduler_type(const std::string& name, const std::string& description) {
-  SchedulerType t;
-  t.name = name;
-  t.description = description;
-  t.params_label = "params (" + name + ")";
-  bind_params(t, [](sched::SchedulerOptions& o) -> P& {
-    if (!o.custom.has_value() || o.custom.type() != typeid(P)) o.custom = P{};
-    return std::any_cast<P&>(o.custom);
-  });
-  return t;
+  return custom_section_type<SchedulerType, P>(name, description);
 }
 
 }  // namespace xtrain::config

@@ -4,7 +4,9 @@
 // config/scheduler_types.h) instead of switching on type strings; the areas that build the objects
 // (optim/, sched/) keep their own registries of factories.
 #pragma once
+#include <any>
 #include <functional>
+#include <typeinfo>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -16,6 +18,7 @@ namespace xtrain::config {
 
 template <class Options>
 struct SectionType {
+  using OptionsType = Options;
   std::string name;         // canonical, as written back to the resolved config
   std::string description;  // one line, for docs/config.md
   // docs/config.md's label of its params block, e.g. "params (Adam, AdamW)"; "" when another type
@@ -35,6 +38,34 @@ void bind_params(SectionType<Options>& t, Get get) {
   t.read = [get](JsonReader& v, Options& o) { get(o).visit(v); };
   t.write = [get](JsonWriter& v, Options& o) { get(o).visit(v); };
   t.document = [get](DocWriter& v, Options& o) { get(o).visit(v); };
+}
+
+// A type whose params are the options' member `member` (a built-in type).
+template <class Type, class P, class Options>
+Type member_section_type(const std::string& name, const std::string& description, const std::string& label,
+                         P Options::*member) {
+  Type t;
+  t.name = name;
+  t.description = description;
+  t.params_label = label;
+  bind_params(t, [member](Options& o) -> P& { return o.*member; });
+  return t;
+}
+
+// A type whose params struct P (with visit(V&)) lives in the options' `custom` (a std::any): what a
+// registered type that is not built in uses.
+template <class Type, class P>
+Type custom_section_type(const std::string& name, const std::string& description) {
+  using Options = typename Type::OptionsType;
+  Type t;
+  t.name = name;
+  t.description = description;
+  t.params_label = "params (" + name + ")";
+  bind_params(t, [](Options& o) -> P& {
+    if (!o.custom.has_value() || o.custom.type() != typeid(P)) o.custom = P{};
+    return std::any_cast<P&>(o.custom);
+  });
+  return t;
 }
 
 // The `params` block(s) of a section: the chosen type's when reading or writing; every type's,
