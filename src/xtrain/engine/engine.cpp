@@ -76,6 +76,7 @@ void Engine::setup(zero::NamedParams params) {
   // Tied gradients are combined before the data-parallel reduction, which must not start in backward.
   if (!mp_.tied.empty()) so.zero.overlap_comm = 0;
   so.param_group = optim::assign_param_groups(params, config_.optimizer);
+  group_scales_ = optim::group_hypers(config_.optimizer);  // resolved once: the step scales them by its lr
   params_ = params;
   strategy_ = zero::make_strategy(std::move(params), module_, so, dp_);
   if (module_ && policy_.param_dtype != at::kFloat) {  // floating buffers (BatchNorm statistics) follow
@@ -172,7 +173,7 @@ void Engine::optimizer_step() {
   // clip → step → gather: one fused pass unscales and clips (grad_scale), updates the fp32 master
   // and writes the model's parameters; partitioned strategies then gather them.
   zero::StepHyper h;
-  h.groups = optim::group_hypers(config_.optimizer, last_.lr);
+  h.groups = optim::at_lr(group_scales_, last_.lr);
   h.grad_scale = combined_grad_scale(scaled_norm);
   std::tie(h.beta1_override, h.beta2_override) = schedule_->betas_after(k - 1);
   strategy_->step(h);

@@ -171,6 +171,7 @@ class Engine {
   zero::NamedParams params_;                   // the trainable parameters, as given
   std::unique_ptr<zero::Strategy> strategy_;  // parameters, gradients, optimizer state, reduction
   std::unique_ptr<sched::Schedule> schedule_;
+  std::vector<optim::GroupHyper> group_scales_;  // each parameter group's lr_scale and weight decay
   int64_t gas_ = 1;
   int64_t micro_batch_ = 1;
   int64_t micro_steps_ = 0;     // micro-batches seen

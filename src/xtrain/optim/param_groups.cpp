@@ -53,13 +53,22 @@ ParamGroupOf assign_param_groups(const std::vector<std::pair<std::string, at::Te
   return of;
 }
 
-std::vector<GroupHyper> group_hypers(const OptimizerOptions& options, double lr) {
+std::vector<GroupHyper> group_hypers(const OptimizerOptions& options) {
   const double weight_decay = options.weight_decay();
-  std::vector<GroupHyper> out = {GroupHyper{lr, weight_decay}, GroupHyper{lr, 0.0}};
+  std::vector<GroupHyper> out = {GroupHyper{1.0, weight_decay}, GroupHyper{1.0, 0.0}};
   for (const auto& spec : options.param_groups) {
-    out.push_back(GroupHyper{lr * spec.lr_scale, spec.weight_decay < 0 ? weight_decay : spec.weight_decay});
+    out.push_back(GroupHyper{spec.lr_scale, spec.weight_decay < 0 ? weight_decay : spec.weight_decay});
   }
   return out;
+}
+
+std::vector<GroupHyper> at_lr(std::vector<GroupHyper> groups, double lr) {
+  for (auto& g : groups) g.lr = lr * g.lr;  // lr * 1.0 is lr exactly: groups 0 and 1 step with the schedule's lr
+  return groups;
+}
+
+std::vector<GroupHyper> group_hypers(const OptimizerOptions& options, double lr) {
+  return at_lr(group_hypers(options), lr);
 }
 
 std::vector<int> group_indices(const std::vector<std::pair<std::string, at::Tensor>>& params, const ParamGroupOf& of) {

@@ -25,7 +25,12 @@ using ParamGroupOf = std::map<std::string, int>;
 ParamGroupOf assign_param_groups(const std::vector<std::pair<std::string, at::Tensor>>& params,
                                  const OptimizerOptions& options);
 
-// The hyper-parameters of each group at learning rate `lr` (the schedule's value for this step).
+// The hyper-parameters of each group at lr 1 (lr = the group's lr_scale), resolved once from the
+// options (the weight decay asks the optimizer's registry entry): the engine keeps these and scales
+// them by each step's lr with at_lr().
+std::vector<GroupHyper> group_hypers(const OptimizerOptions& options);
+std::vector<GroupHyper> at_lr(std::vector<GroupHyper> groups, double lr);
+// The hyper-parameters of each group at learning rate `lr`: at_lr(group_hypers(options), lr).
 std::vector<GroupHyper> group_hypers(const OptimizerOptions& options, double lr);
 
 // Group index per parameter, in the order of `params` (for the flat layouts).
