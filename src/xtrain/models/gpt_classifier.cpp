@@ -6,6 +6,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/init.h>
 
+#include <algorithm>
 
 #include "xtrain/base/error.h"
 #include "xtrain/models/gpt.h"
@@ -101,6 +102,13 @@ ModelEntry gpt_classifier_entry() {
             {"dropout", ""}, {"attention", ""}, {"num_classes", "0: from the dataset"},
             {"args.pool", "mean (default) or last"}, {"args.causal", "false (default): bidirectional encoder"}};
   e.validate = [](const ModelOptions& o) { classifier_args(o); };
+  e.sample_shape = [](const ModelOptions& o) { return std::vector<int64_t>{o.seq_len}; };
+  e.tiny = [](const ModelOptions& m, const TinyLimits& l) {
+    const int64_t windows = m.attention.type == "multiscale" ? static_cast<int64_t>(m.attention.windows.size()) : 0;
+    const int64_t heads = std::max({std::min<int64_t>(m.heads, 4), windows, int64_t{1}});
+    return std::vector<std::pair<std::string, int64_t>>{
+        {"layers", 1}, {"heads", heads}, {"d_model", heads * l.head_size}, {"seq_len", std::min(m.seq_len, l.seq_len)}};
+  };
   return e;
 }
 

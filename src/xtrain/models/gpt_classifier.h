@@ -51,7 +51,8 @@ class GptClassifierImpl : public torch::nn::Module {
 };
 TORCH_MODULE(GptClassifier);
 
-// The registry entry "gpt_classifier" (task classify); its validate() checks xtrain.model.args.
+// The registry entry "gpt_classifier" (task classify; sample shape {seq_len}; a tiny shape for
+// XTRAIN_SMOKE); its validate() checks xtrain.model.args.
 ModelEntry gpt_classifier_entry();
 
 }  // namespace xtrain::models
