@@ -6,6 +6,7 @@
 #include "xtrain/base/log.h"
 #include "xtrain/base/utf8.h"
 #include "xtrain/cli/subcommands.h"
+#include "xtrain/run/run_tokenizer.h"
 #include "xtrain/run/train.h"
 #include "xtrain/monitor/progress.h"
 
@@ -32,7 +33,7 @@ Command add_train(CLI::App& app) {
 }
 
 Command add_generate(CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "Sample text from a trained GPT");
+  auto* cmd = app.add_subcommand("generate", "Sample text from a trained GPT (with the run's tokenizer)");
   struct Args {
     std::string run_dir, prompt = "\n", tag;
     int64_t tokens = 200, top_k = 40;
@@ -43,17 +44,20 @@ Command add_generate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--run,-r", a->run_dir, "run directory")->required();
   cmd->add_option("--prompt,-p", a->prompt, "text to continue");
-  cmd->add_option("--tokens,-n", a->tokens, "bytes to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("--tokens,-n", a->tokens, "tokens to generate (bytes for a byte-level run)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--temperature,-t", a->temperature, "sampling temperature")->check(CLI::PositiveNumber);
   cmd->add_option("--top-k,-k", a->top_k, "sample among the k most likely (0: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", a->seed, "random seed");
   cmd->add_option("--tag", a->tag, "checkpoint tag (default: latest)");
-  cmd->add_flag("--raw", a->raw, "write the bytes as generated (default: bytes that are not UTF-8, and control "
-                                 "characters, shown as \\xNN)");
+  cmd->add_flag("--raw", a->raw, "write the decoded bytes as they are (default: bytes that are not UTF-8, and "
+                                 "control characters, shown as \\xNN)");
   return {cmd, [a] {
             auto run = load_trained_run(a->run_dir, a->tag);
-            const std::string text =
-                a->prompt + generate_text(run.model, a->prompt, a->tokens, a->temperature, a->top_k, a->seed);
+            // The run's own tokenizer (<run>/tokenizer/, saved by train) encodes the prompt and decodes.
+            const auto tokenizer = load_run_tokenizer(a->run_dir, run.config, run.model.options.vocab);
+            const std::string text = a->prompt + generate_text(run.model, *tokenizer, a->prompt, a->tokens,
+                                                               a->temperature, a->top_k, a->seed);
             std::cout << (a->raw ? text : printable_text(text)) << std::endl;
             return 0;
           }};

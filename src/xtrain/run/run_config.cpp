@@ -10,6 +10,7 @@
 #include "xtrain/comm/rank_info.h"
 #include "xtrain/data/dataset.h"
 #include "xtrain/run/run_dir.h"
+#include "xtrain/run/run_tokenizer.h"
 #include "xtrain/run/smoke.h"
 #include "xtrain/run/train.h"
 #include "xtrain/models/registry.h"
@@ -53,21 +54,32 @@ config::Loaded load_run_config(const TrainRequest& request, const std::string& r
 
 std::string generate_text(const models::Model& model, const std::string& prompt, int64_t tokens, double temperature,
                           int64_t top_k, uint64_t seed) {
+  return generate_text(model, *data::make_tokenizer(data::TokenizerSpec{}), prompt, tokens, temperature, top_k, seed);
+}
+
+std::string generate_text(const models::Model& model, const data::Tokenizer& tokenizer, const std::string& prompt,
+                          int64_t tokens, double temperature, int64_t top_k, uint64_t seed) {
   const auto& entry = models::find_model(model.options.type);
   XTRAIN_USAGE_CHECK(entry.generate, "generate: xtrain.model.type \"", model.options.type,
                      "\" does not generate text (its ModelEntry::generate is not set)");
   std::vector<int64_t> ids;
-  for (unsigned char ch : prompt) ids.push_back(ch);
-  if (ids.empty()) ids.push_back('\n');
+  for (int32_t id : tokenizer.encode(prompt)) ids.push_back(id);
+  if (ids.empty()) {  // something to condition on: the end-of-text id, else a newline
+    const auto eot = tokenizer.end_of_text();
+    const std::vector<int32_t> start = eot ? std::vector<int32_t>{*eot} : tokenizer.encode("\n");
+    ids.assign(start.begin(), start.end());
+  }
   const std::vector<int64_t> out = entry.generate(model, ids, {tokens, temperature, top_k, seed});
-  std::string text;
-  for (int64_t id : out) text += static_cast<char>(id);
-  return text;
+  return tokenizer.decode(std::vector<int32_t>(out.begin(), out.end()));
 }
 
 std::string sample_text(const models::Model& model, const config::Config& c) {
   const auto& g = c.trainer.generate;
-  return generate_text(model, g.prompt, g.tokens, g.temperature, g.top_k, static_cast<uint64_t>(c.trainer.seed));
+  auto tokenizer = data_tokenizer(c.data);
+  if (!tokenizer && model.options.vocab != 256) return "";  // token data without a tokenizer: nothing to decode
+  if (!tokenizer) tokenizer = data::make_tokenizer(data::TokenizerSpec{});
+  return generate_text(model, *tokenizer, g.prompt, g.tokens, g.temperature, g.top_k,
+                       static_cast<uint64_t>(c.trainer.seed));
 }
 
 TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) {

@@ -16,6 +16,7 @@
 #include "xtrain/run/run_checkpoint.h"
 #include "xtrain/run/run_checks.h"
 #include "xtrain/run/run_dir.h"
+#include "xtrain/run/run_tokenizer.h"
 #include "xtrain/run/train_loop.h"
 #include "xtrain/sched/lr_finder.h"
 
@@ -84,6 +85,7 @@ TrainResult train(const TrainRequest& request) {
   set_threads(loaded.config);
   Setup s = build(loaded.config, rank, group, run_dir);
   if (s.lead()) write_file_atomic((fs::path(run_dir) / "config.json").string(), config::to_json(s.config) + "\n");
+  if (s.lead()) save_run_tokenizer(s.config.data, run_dir);  // what generate encodes and decodes with
   // A classifier's class names in index order (text_classify: the training file's labels).
   const auto classes = s.data.train->info().class_names;
   if (s.lead() && !classes.empty()) {

@@ -13,6 +13,10 @@
 #include "xtrain/run/evaluate.h"  // EvalResult, evaluate
 #include "xtrain/models/factory.h"
 
+namespace xtrain::data {
+class Tokenizer;
+}
+
 namespace xtrain {
 
 struct TrainRequest {
@@ -53,7 +57,11 @@ struct TrainedRun {
   std::string checkpoint_dir;
 };
 TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag = "");
-// Text from a GPT: the bytes generated after `prompt` (top_k 0 = all, temperature > 0).
+// Text from a GPT: `prompt` encoded by `tokenizer`, `tokens` ids sampled after it (top_k 0 = all,
+// temperature > 0), decoded by `tokenizer` (the run's: run_tokenizer.h).
+std::string generate_text(const models::Model& model, const data::Tokenizer& tokenizer, const std::string& prompt,
+                          int64_t tokens, double temperature, int64_t top_k, uint64_t seed);
+// The same with the byte tokenizer: the bytes generated after `prompt`.
 std::string generate_text(const models::Model& model, const std::string& prompt, int64_t tokens, double temperature,
                           int64_t top_k, uint64_t seed);
 // The end-of-run sample from xtrain.generate.
