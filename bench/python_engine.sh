@@ -5,7 +5,7 @@
 # for bf16) and then the same module through xtrain.initialize, REPS times interleaved so noise hits
 # both alike; prints median tokens/s and the ratio. Then ZeRO-2 against plain DP, both through
 # `xtrain launch -N 2` (1 thread per rank), global tokens/s and the ratio. Not a test.
-#   bench/python_engine.sh                         # defaults: about three minutes on 2 cores
+#   bench/python_engine.sh                         # defaults: 5.5 minutes on the loaded 2-core VM
 #   REPS=3 STEPS=10 CELLS="small:fp32 small:bf16 gpt2:fp32 gpt2:bf16" bench/python_engine.sh
 # bf16 cells are in the defaults only where the CPU has bf16 instructions (avx512_bf16 or amx_bf16):
 # elsewhere ATen's bf16 GEMM is emulated and one step of the small GPT takes ~30 s.
