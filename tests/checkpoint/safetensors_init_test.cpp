@@ -1,8 +1,8 @@
 // Weights in and out: a tiny GPT-2 in the Hugging Face layout, written with its logits by
 // tests/reference/gen_safetensors.py from GPT-2's own definition (Conv1D [in, out], gelu_new), loads into our GPT
 // through xtrain.model.init_from's loader and gives the same logits; our hf-gpt2 names map back onto that file; `xtrain
-// export --safetensors` (both layouts) and init_from (file and run directory) round-trip a trained run exactly; every
-// bad input is a clear error naming the tensor and the shapes.
+// export --safetensors` (both layouts), init_from (file, run directory, the config keys through train) round-trip a
+// trained run exactly; every bad input is a clear error naming the tensor and the shapes.
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
@@ -162,6 +162,14 @@ TEST(SafetensorsInit, ExportThenInitFromRoundTrips) {
       expect_run_weights(*fresh.module, layout + " " + source);
     }
   }
+  // The ONNX-only options are refused with --safetensors (exit 2: a usage error), not ignored.
+  std::string out;
+  EXPECT_EQ(testing::run_command(testing::xtrain_binary() + " export --run " + run + " --safetensors " +
+                                     testing::temp_dir("init-export") + "/x.safetensors --int8 2>&1",
+                                 &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("excludes --int8"), std::string::npos) << out;
 }
 
 // The config keys through `train`: at lr 0 a run started from init_from keeps those weights; an untied model needs

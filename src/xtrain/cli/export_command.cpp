@@ -98,13 +98,15 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--run,-r", a->run_dir, "run directory")->required();
   auto* onnx = cmd->add_option("--onnx", a->onnx, "output .onnx file");
   auto* st = cmd->add_option("--safetensors", a->safetensors, "output .safetensors file (the weights)");
-  onnx->excludes(st);
   cmd->add_option("--layout", a->layout, "--safetensors names: xtrain (what init_from reads) or hf-gpt2 (Hugging Face)")
-      ->check(CLI::IsMember({"xtrain", "hf-gpt2"}));
-  cmd->add_flag("--int8", a->int8, "QDQ int8 (the compressed plan, or a static calibration)");
-  cmd->add_option("--from", a->from, "a compressed folder (default: <run>/compressed when it exists)");
-  cmd->add_option("--calibration-batches", a->calibration_batches, "--int8 without a plan: calibration batches")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::IsMember({"xtrain", "hf-gpt2"}))
+      ->needs(st);
+  auto* int8 = cmd->add_flag("--int8", a->int8, "QDQ int8 (the compressed plan, or a static calibration)");
+  auto* from = cmd->add_option("--from", a->from, "a compressed folder (default: <run>/compressed when it exists)");
+  auto* calibration =
+      cmd->add_option("--calibration-batches", a->calibration_batches, "--int8 without a plan: calibration batches")
+          ->check(CLI::PositiveNumber);
+  for (auto* onnx_only : {onnx, int8, from, calibration}) st->excludes(onnx_only);
   cmd->add_option("--tag", a->tag, "checkpoint tag (default: latest)");
   return {cmd, [a] {
             XTRAIN_USAGE_CHECK(!a->onnx.empty() || !a->safetensors.empty(),
