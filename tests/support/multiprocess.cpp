@@ -1,5 +1,5 @@
-// Spawning ranks of the test binary: posix_spawn with output in files, a polling waitpid loop and
-// SIGKILL for ranks past the deadline.
+// Spawning ranks of the test binary: base::spawn_process (base/subprocess.h) with output in a file,
+// a polling try_wait loop and SIGKILL for ranks past the deadline.
 #include "support/multiprocess.h"
 
 #include <arpa/inet.h>
@@ -7,51 +7,25 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "support/paths.h"
-
-extern char** environ;
+#include "xtrain/base/subprocess.h"
 
 namespace xtrain::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> merged_env(const Env& extra) {
-  Env env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv(*e);
-    const auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  // A worker runs exactly its one test, whatever sharding or output the parent run uses.
-  for (const char* v : {"GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS", "GTEST_OUTPUT", "GTEST_FILTER"}) env.erase(v);
-  for (const auto& [k, v] : extra) env[k] = v;
-  std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-int decode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
@@ -98,18 +72,16 @@ Process Process::start(const std::vector<std::string>& argv, const Env& env, con
     const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
     if (n > 0) args[0] = std::string(buf, n);
   }
-  std::vector<std::string> envs = merged_env(env);
-  auto argv_c = c_strings(args);
-  auto env_c = c_strings(envs);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  SpawnOptions o;
+  o.argv = args;
+  for (const auto& [k, v] : env) o.env.emplace_back(k, v);
+  // A worker runs exactly its one test, whatever sharding or output the parent run uses.
+  o.unset_env = {"GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS", "GTEST_OUTPUT", "GTEST_FILTER"};
+  std::filesystem::remove(output_path);  // spawn_process appends: start the log afresh
+  o.stdout_path = o.stderr_path = output_path;
+  o.new_process_group = false;  // as a plain child: a signal to the test run's group reaches the ranks
   Process p;
-  const int rc = ::posix_spawn(&p.pid_, args[0].c_str(), &fa, nullptr, argv_c.data(), env_c.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("posix_spawn " + args[0] + ": " + std::strerror(rc));
+  p.pid_ = spawn_process(o);
   p.output_path_ = output_path;
   return p;
 }
@@ -126,8 +98,7 @@ Process& Process::operator=(Process&& o) noexcept {
 Process::~Process() {
   if (pid_ > 0 && exit_code_ < 0) {
     ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
+    wait_process(pid_);
   }
 }
 
@@ -135,10 +106,8 @@ bool Process::wait(double timeout_s) {
   if (exit_code_ >= 0) return true;
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      exit_code_ = decode(status);
+    if (const auto exit = try_wait(pid_)) {
+      exit_code_ = exit->code;
       return true;
     }
     if (Clock::now() > deadline) return false;
