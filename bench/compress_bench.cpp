@@ -132,10 +132,7 @@ double ort_latency(const c::Graph& g, const c::QuantPlan* plan, const at::Tensor
   return pos == std::string::npos ? -1 : std::atof(line.c_str() + pos + 13);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line into a log
+Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) a.steps = std::atol(argv[++i]);
@@ -146,9 +143,11 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--distill-subset") && i + 1 < argc) a.distill_subset = std::atol(argv[++i]);
     if (!std::strcmp(argv[i], "--skip-ort")) a.ort = false;
   }
-  at::set_num_threads(static_cast<int>(a.threads));
-  std::printf("int8 GEMM check against the exact integer reference: %s\n%s\n", check_gemm() ? "ok" : "FAILED",
-              c::int8_path_reason().c_str());
+  return a;
+}
+
+// Fashion-MNIST: both splits, the whole validation split as tensors, a training sampler.
+Data open_fashion_mnist() {
   data::DataOptions dopt;
   dopt.type = "fashion_mnist";
   Data d;
@@ -158,17 +157,11 @@ int main(int argc, char** argv) {
   const auto val = d.splits.val->collate(all);
   d.val_x = val.input, d.val_y = val.target;
   d.sampler = std::make_shared<data::DistributedSampler>(d.splits.train->size(), 1, 0, 1);
-  auto h = hooks(d);
+  return d;
+}
 
-  // ---- MLP on Fashion-MNIST
-  auto base = mlp({512, 256});
-  train(base, a.steps, 1e-3, h);
-  const auto g0 = c::trace(*base.module, h.hints);
-  const auto fp32 = c::measure("fp32", base, g0, nullptr, h, 20);
-  std::printf("\nMLP 784-512-256-10, Fashion-MNIST, %lld steps of 64, %lld thread(s); latency: batch 256\n",
-              (long long)a.steps, (long long)a.threads);
-  std::printf("| %-34s | acc     | pts    | weights               | sparse | latency            |\n", "model");
-  row("fp32", fp32, fp32);
+// The fine-tuned fp32 reference and the int8 rows (static PTQ per observer, dynamic, QAT).
+void quant_rows(const Args& a, const models::Model& base, const c::ModelStats& fp32, const c::CompressHooks& h) {
   {
     // The fair reference for every fine-tuned row: the same dense model trained the same extra steps.
     auto m = mlp({512, 256});
@@ -212,6 +205,10 @@ int main(int argc, char** argv) {
     o.evaluation.latency_repeats = 20;
     row("int8 QAT, entropy observer", fp32, c::compress_model(m, o, h).stats.back());
   }
+}
+
+// Unstructured (one-shot and gradual) and structured channel pruning, each fine-tuned.
+void prune_rows(const Args& a, const models::Model& base, const c::ModelStats& fp32, const c::CompressHooks& h) {
   for (double s : {0.8, 0.9}) {
     auto m = mlp({512, 256});
     copy_weights(base, m);
@@ -251,6 +248,11 @@ int main(int argc, char** argv) {
     o.evaluation.latency_repeats = 20;
     row("50% channels (L1) + fine-tune", fp32, c::compress_model(m, o, h).stats.back());
   }
+}
+
+// The 784-64-10 student alone and distilled, on all labels and on a subset.
+void distil_rows(const Args& a, const models::Model& base, const c::ModelStats& fp32, const c::CompressHooks& h,
+                 Data& d) {
   // The 784-64-10 student trained alone and distilled from `base`, the same steps on the same data.
   const auto distil = [&](const c::CompressHooks& hooks, const std::string& label) {
     auto alone = mlp({64});
@@ -276,7 +278,25 @@ int main(int argc, char** argv) {
     hs.train_batch = [&d, subset](int64_t) { return d.splits.train->collate(subset->next(64)); };
     distil(hs, ", " + std::to_string(a.distill_subset) + " labels");
   }
+}
 
+// ---- MLP on Fashion-MNIST: trained, then every compression; returns the trained base.
+models::Model mlp_section(const Args& a, Data& d, const c::CompressHooks& h) {
+  auto base = mlp({512, 256});
+  train(base, a.steps, 1e-3, h);
+  const auto g0 = c::trace(*base.module, h.hints);
+  const auto fp32 = c::measure("fp32", base, g0, nullptr, h, 20);
+  std::printf("\nMLP 784-512-256-10, Fashion-MNIST, %lld steps of 64, %lld thread(s); latency: batch 256\n",
+              (long long)a.steps, (long long)a.threads);
+  std::printf("| %-34s | acc     | pts    | weights               | sparse | latency            |\n", "model");
+  row("fp32", fp32, fp32);
+  quant_rows(a, base, fp32, h);
+  prune_rows(a, base, fp32, h);
+  distil_rows(a, base, fp32, h, d);
+  return base;
+}
+
+void resnet_section(const Args& a, const Data& d) {
   // ---- ResNet-18 on Fashion-MNIST, briefly trained: accuracy fp32 vs static int8
   if (a.resnet_steps > 0) {
     models::ModelOptions o;
@@ -299,7 +319,9 @@ int main(int argc, char** argv) {
       row((std::string("ResNet-18 int8 static, ") + obs).c_str(), r.stats.front(), r.stats.back());
     }
   }
+}
 
+void gpt_section(const Args& a) {
   // ---- the default GPT on Moby Dick, briefly trained: perplexity fp32 vs int8 (static, dynamic)
   if (a.gpt_steps > 0) {
     data::DataOptions t;  // text, mobydick
@@ -339,48 +361,68 @@ int main(int argc, char** argv) {
                   q.bytes / 1e6, double(q.bytes) / f.bytes, f.latency_ms, q.latency_ms, f.latency_ms / q.latency_ms);
     }
   }
+}
 
+// One latency row: fp32 and int8 (static calibrated on `calib`, or dynamic) in xtrain, and ONNX Runtime's.
+void latency_row(const Args& a, const char* what, const models::Model& m, const at::Tensor& x,
+                 const std::function<at::Tensor(int64_t)>& calib, const c::TraceHints& hints, const std::string& mode) {
+  at::NoGradGuard no_grad;
+  m.module->eval();
+  const double f = c::median_latency_ms([&] { m.forward(x); }, 10);
+  c::QuantOptions qo;
+  qo.mode = mode;
+  auto q = c::wrap(m, qo, hints);
+  if (mode != "dynamic") c::calibrate(q, calib, 4);
+  c::convert(q);
+  const double i8 = c::median_latency_ms([&] { q.model.forward(x); }, 10);
+  double of = -1, oi = -1;
+  if (a.ort) {
+    of = ort_latency(*q.graph, nullptr, x, "fp32");
+    oi = ort_latency(*q.graph, q.plan.get(), x, "int8");
+  }
+  std::printf("| %-30s | %8.2f ms | %8.2f ms | %12.2fx | %5.2f ms | %5.2f ms |\n", what, f, i8, f / i8, of, oi);
+}
+
+void latency_section(const Args& a, const Data& d, const models::Model& base) {
   // ---- latency only: ResNet-18 (images) and the default GPT (256 tokens)
   std::printf("\nLatency, untrained weights (accuracy not measured), %lld thread(s)\n", (long long)a.threads);
   std::printf("| %-30s | fp32 xtrain | int8 xtrain | int8 speed-up | fp32 ORT | int8 ORT |\n", "model / input");
-  auto latency_row = [&](const char* what, const models::Model& m, const at::Tensor& x, const std::function<at::Tensor(int64_t)>& calib,
-                         const c::TraceHints& hints, const std::string& mode) {
-    at::NoGradGuard no_grad;
-    m.module->eval();
-    const double f = c::median_latency_ms([&] { m.forward(x); }, 10);
-    c::QuantOptions qo;
-    qo.mode = mode;
-    auto q = c::wrap(m, qo, hints);
-    if (mode != "dynamic") c::calibrate(q, calib, 4);
-    c::convert(q);
-    const double i8 = c::median_latency_ms([&] { q.model.forward(x); }, 10);
-    double of = -1, oi = -1;
-    if (a.ort) {
-      of = ort_latency(*q.graph, nullptr, x, "fp32");
-      oi = ort_latency(*q.graph, q.plan.get(), x, "int8");
-    }
-    std::printf("| %-30s | %8.2f ms | %8.2f ms | %12.2fx | %5.2f ms | %5.2f ms |\n", what, f, i8, f / i8, of, oi);
-  };
   {
     models::ModelOptions o;
     o.type = "resnet18", o.num_classes = 10;
     auto m = models::build_model(o);
     const auto x = d.val_x.narrow(0, 0, 32);
-    latency_row("ResNet-18, batch 32", m, x, [&](int64_t i) { return d.val_x.narrow(0, 32 * i, 32); }, {{1, 28, 28}}, "static");
+    latency_row(a, "ResNet-18, batch 32", m, x, [&](int64_t i) { return d.val_x.narrow(0, 32 * i, 32); }, {{1, 28, 28}}, "static");
   }
   {
     models::ModelOptions o;  // the default GPT: 4 layers, C 256, 4 heads, T 256, bytes
     at::manual_seed(1);
     auto m = models::build_model(o);
     const auto x = at::randint(0, 256, {4, 256}, at::kLong);
-    latency_row("default GPT, 4 x 256 tokens", m, x, [&](int64_t) { return at::randint(0, 256, {4, 256}, at::kLong); }, {},
+    latency_row(a, "default GPT, 4 x 256 tokens", m, x, [&](int64_t) { return at::randint(0, 256, {4, 256}, at::kLong); }, {},
                 "static");
-    latency_row("default GPT, dynamic int8", m, x, nullptr, {}, "dynamic");
+    latency_row(a, "default GPT, dynamic int8", m, x, nullptr, {}, "dynamic");
   }
   {
     auto x = d.val_x.narrow(0, 0, 256);
-    latency_row("MLP (trained), batch 256", base, x, [&](int64_t i) { return d.val_x.narrow(0, 256 * i, 256); },
+    latency_row(a, "MLP (trained), batch 256", base, x, [&](int64_t i) { return d.val_x.narrow(0, 256 * i, 256); },
                 {{1, 28, 28}}, "static");
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // line by line into a log
+  const Args a = parse_args(argc, argv);
+  at::set_num_threads(static_cast<int>(a.threads));
+  std::printf("int8 GEMM check against the exact integer reference: %s\n%s\n", check_gemm() ? "ok" : "FAILED",
+              c::int8_path_reason().c_str());
+  Data d = open_fashion_mnist();
+  const auto h = hooks(d);
+  const auto base = mlp_section(a, d, h);
+  resnet_section(a, d);
+  gpt_section(a);
+  latency_section(a, d, base);
   return 0;
 }

@@ -3,7 +3,8 @@
 // GPT (its blocks, through nn::UnitRouted), fp32 and bf16, with gradient accumulation, clipping,
 // prefetch and a live-parameter cap. Also: between uses a partitioned parameter holds no data;
 // per-rank model-state bytes are the ZeRO paper's 16Ψ/N; a stage-3 checkpoint written at 2 ranks
-// resumes at 1 and 4 and consolidates into a plain model.
+// resumes at 1 and 4 and consolidates into a plain model. Construction into file-backed memory:
+// zero_stage3_memory_test.cpp.
 #include <ATen/Functions.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/activation.h>
@@ -11,10 +12,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 
 #include "support/fixtures.h"
 #include "support/multiprocess.h"
@@ -26,7 +25,6 @@
 #include "xtrain/engine/engine.h"
 #include "xtrain/models/gpt.h"
 #include "xtrain/models/gpt_checkpointing.h"
-#include "xtrain/zero/offload/disk_backed_allocations.h"
 #include "xtrain/zero/shard_io.h"
 #include "xtrain/zero/stage3.h"
 
@@ -420,65 +418,6 @@ TEST(ZeroStage3Worker, CheckpointReshards) {
   train(r, k.gas, W, c->rank(), 0, kSteps, micro);
   testing::expect_close(flat(e.full_parameters()), flat(r.full_parameters()), 1e-4, 2e-6, c10::str("resumed at W ", W));
   c->barrier();
-}
-
-bool mapped_from(const void* p, const std::string& dir) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  while (std::getline(maps, line)) {
-    uintptr_t lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || addr < lo || addr >= hi) continue;
-    return line.find(dir) != std::string::npos;
-  }
-  return false;
-}
-
-// Blocks of at least min_bytes made while the guard lives are file-backed mappings in the folder;
-// smaller ones and later ones are not; a GPT built under the guard has the same parameters as one
-// built normally.
-TEST(ZeroStage3, ModelBuiltIntoFileBackedMemory) {
-  const auto dir = testing::temp_dir("zero3_construct");
-  at::Tensor big, small;
-  {
-    zero::DiskBackedAllocations guard(dir, 1 << 20);
-    big = at::ones({1 << 19}, at::kFloat);  // 2 MiB
-    small = at::ones({1000}, at::kFloat);
-    EXPECT_EQ(guard.blocks(), 1);
-  }
-  auto after = at::ones({1 << 19}, at::kFloat);
-  EXPECT_TRUE(mapped_from(big.data_ptr(), dir));
-  EXPECT_FALSE(mapped_from(small.data_ptr(), dir));
-  EXPECT_FALSE(mapped_from(after.data_ptr(), dir));
-  EXPECT_EQ(big.sum().item<double>(), 1 << 19);
-  const void* p = big.data_ptr();
-  big = at::Tensor();
-  EXPECT_FALSE(mapped_from(p, dir)) << "unmapped when freed";
-
-  {
-    std::optional<models::GPT> gpt;
-    {
-      zero::DiskBackedAllocations guard(dir, 4096);
-      gpt.emplace(make_gpt(0.0));
-      EXPECT_GT(guard.blocks(), 0);
-    }
-    EXPECT_TRUE(mapped_from((*gpt)->blocks[0]->as<nn::BlockImpl>()->mlp->parameters()[0].data_ptr(), dir));
-    testing::expect_equal(flat((*gpt)->named_parameters().pairs()), flat(make_gpt(0.0)->named_parameters().pairs()),
-                          "GPT built into file-backed memory");
-  }
-}
-
-// The NVMe space checks count the construction blocks as space partitioning gives back, for every
-// local rank (each builds the same model under the same path at the same time).
-TEST(ZeroStage3, ConstructionCreditCountsEveryLocalRank) {
-  const auto dir = testing::temp_dir("zero3_credit");
-  zero::DiskBackedAllocations guard(dir, 1 << 20);
-  const auto block = at::ones({1 << 20}, at::kFloat);  // 4 MiB, file-backed
-  EXPECT_EQ(zero::disk_backed_live_bytes(), 4 << 20);
-  ::setenv("LOCAL_WORLD_SIZE", "3", 1);
-  EXPECT_EQ(zero::disk_backed_bytes_freed_on_node(), 3 * (4 << 20));
-  ::unsetenv("LOCAL_WORLD_SIZE");
-  EXPECT_EQ(zero::disk_backed_bytes_freed_on_node(), 4 << 20);
 }
 
 void workers(const std::string& test, int world, std::map<std::string, std::string> env = {}) {
