@@ -8,6 +8,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,26 @@ std::string self_executable() {
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   TORCH_CHECK(n > 0, "launch: cannot resolve /proc/self/exe: ", std::strerror(errno));
   return std::string(buf, static_cast<size_t>(n));
+}
+
+bool is_python_script(const std::string& arg) {
+  return arg.size() > 3 && arg.compare(arg.size() - 3, 3, ".py") == 0;
+}
+
+// `xtrain launch -- train.py ...`: the script runs under $XTRAIN_PYTHON, else Debian's
+// /usr/bin/python3 (the interpreter with python3-torch), and finds `import xtrain` beside this
+// program: <build>/python from a build tree, <prefix>/lib/python3/dist-packages when installed.
+std::vector<std::string> python_command() {
+  const fs::path bin = fs::path(self_executable()).parent_path();
+  std::string path;
+  for (const fs::path& dir : {bin / "python", bin.parent_path() / "lib" / "python3" / "dist-packages"}) {
+    if (fs::exists(dir / "xtrain")) path += (path.empty() ? "" : ":") + dir.string();
+  }
+  const char* old = std::getenv("PYTHONPATH");
+  if (old && *old) path += (path.empty() ? "" : ":") + std::string(old);
+  if (!path.empty()) ::setenv("PYTHONPATH", path.c_str(), 1);  // the ranks inherit it
+  const char* python = std::getenv("XTRAIN_PYTHON");
+  return {python && *python ? python : "/usr/bin/python3"};
 }
 
 RankPlan make_plan(const LaunchOptions& o) {
@@ -150,6 +171,7 @@ int launch(const LaunchOptions& o) {
   XTRAIN_USAGE_CHECK(o.max_restarts == 0 || run_dir, "launch: --max-restarts needs the train command's --output",
                      " RUN_DIR: a restart resumes from RUN_DIR/checkpoints/latest");
   std::vector<std::string> command{o.program.empty() ? self_executable() : o.program};
+  if (o.program.empty() && is_python_script(o.args.front())) command = python_command();
   command.insert(command.end(), o.args.begin(), o.args.end());
   say(o.err_fd, describe_plan(plan));
   for (int attempt = 0;; ++attempt) {

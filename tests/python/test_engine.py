@@ -1,0 +1,214 @@
+"""xtrain.initialize on Python-defined models against torch.optim hand loops (fp32, 1e-5 relative)."""
+import sys
+
+import pytest
+import torch
+
+import xtrain
+from conftest import ROOT, clone_model, rel_diff
+from models import MLP, TinyGPT, adamw_config, gpt_data, mlp_data
+
+sys.path.insert(0, f"{ROOT}/tests/reference")
+import gen_sched  # noqa: E402  (DeepSpeed's schedule formulas, written independently of the C++)
+
+
+def torch_adamw(model, lr=1e-2, wd=0.01):
+    """xtrain's default groups: no weight decay for parameters of < 2 dims (biases, norm weights)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr,
+                             betas=(0.9, 0.999), eps=1e-8, weight_decay=wd)
+
+
+def hand_loop(model, batches, lr=1e-2, clip=0.0, lr_at=None):
+    """Losses of plain torch training: one AdamW step per batch."""
+    opt, losses = torch_adamw(model, lr), []
+    for k, (x, y) in enumerate(batches, start=1):
+        if lr_at is not None:
+            for group in opt.param_groups:
+                group["lr"] = lr_at(k)
+        opt.zero_grad()
+        loss = model(x, y)
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def engine_loop(engine, batches):
+    losses = []
+    for x, y in batches:
+        loss = engine(x, y)
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+    return losses
+
+
+def mlp_batches(steps, batch, seed=0):
+    x, y = mlp_data(steps * batch, seed)
+    return [(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch]) for i in range(steps)]
+
+
+@pytest.mark.parametrize("kind", ["mlp", "gpt"])
+def test_matches_torch_adamw(kind):
+    torch.manual_seed(0)
+    model = MLP() if kind == "mlp" else TinyGPT()
+    ref = clone_model(model)
+    if kind == "mlp":
+        batches = mlp_batches(20, 4)
+    else:
+        idx, tgt = gpt_data(20 * 2)
+        batches = [(idx[2 * i:2 * i + 2], tgt[2 * i:2 * i + 2]) for i in range(20)]
+    engine, _, _, _ = xtrain.initialize(model=model, model_parameters=model.parameters(),
+                                        config=adamw_config(len(batches[0][0])))
+    got = engine_loop(engine, batches)
+    want = hand_loop(ref, batches)
+    assert engine.global_steps == 20
+    for g, w in zip(got, want):
+        assert abs(g - w) <= 1e-5 * abs(w), (got, want)
+    assert rel_diff(list(model.parameters()), list(ref.parameters())) < 1e-5
+    assert got[-1] < got[0]  # it trains
+
+
+def test_accumulation_equals_big_batch():
+    torch.manual_seed(1)
+    model = MLP()
+    ref = clone_model(model)
+    micro = mlp_batches(40, 2)
+    engine, *_ = xtrain.initialize(model=model, config=adamw_config(2, gas=4))
+    boundaries = []
+    for x, y in micro:
+        boundaries.append(engine.is_gradient_accumulation_boundary())
+        engine.backward(engine(x, y))
+        engine.step()
+    assert boundaries == [False, False, False, True] * 10
+    assert engine.global_steps == 10 and engine.train_batch_size() == 8
+    big = [(torch.cat([m[0] for m in micro[i:i + 4]]), torch.cat([m[1] for m in micro[i:i + 4]]))
+           for i in range(0, 40, 4)]
+    hand_loop(ref, big)
+    assert rel_diff(list(model.parameters()), list(ref.parameters())) < 1e-5
+
+
+def test_gradient_clipping():
+    torch.manual_seed(2)
+    model = MLP()
+    ref, unclipped = clone_model(model), clone_model(model)
+    batches = mlp_batches(10, 4)
+    engine, *_ = xtrain.initialize(model=model, config=adamw_config(4, gradient_clipping=0.05))
+    norms = []
+    for x, y in batches:
+        engine.backward(engine(x, y))
+        engine.step()
+        norms.append(engine.get_global_grad_norm())
+    hand_loop(ref, batches, clip=0.05)
+    assert min(norms) > 0.05  # clipping was active on every step
+    assert rel_diff(list(model.parameters()), list(ref.parameters())) < 1e-5
+    hand_loop(unclipped, batches)
+    assert rel_diff(list(model.parameters()), list(unclipped.parameters())) > 1e-3  # clipping mattered
+
+
+SCHEDULES = {
+    "WarmupLR": ({"warmup_min_lr": 0.001, "warmup_max_lr": 0.01, "warmup_num_steps": 6, "warmup_type": "linear"},
+                 dict(min=0.001, max=0.01, W=6, kind="linear")),
+    "WarmupDecayLR": ({"warmup_min_lr": 0.0, "warmup_max_lr": 0.01, "warmup_num_steps": 4, "warmup_type": "log",
+                       "total_num_steps": 12}, dict(min=0.0, max=0.01, W=4, T=12, kind="log")),
+    "WarmupCosineLR": ({"warmup_min_ratio": 0.1, "warmup_num_steps": 4, "cos_min_ratio": 0.05,
+                        "total_num_steps": 12, "warmup_type": "linear"},
+                       dict(T=12, W=4, cos_min=0.05, wmin=0.1, kind="linear")),
+    "OneCycle": ({"cycle_min_lr": 0.001, "cycle_max_lr": 0.01, "cycle_first_step_size": 3, "decay_lr_rate": 0.1,
+                  "decay_step_size": 2, "cycle_momentum": False},
+                 dict(lo=0.001, hi=0.01, s1=3, s2=None, lr_decay=0.1, decay_size=2, mom=False, mom_lo=0.85,
+                      mom_hi=0.95, mom_decay=0.0)),
+    "LRRangeTest": ({"lr_range_test_min_lr": 0.001, "lr_range_test_step_size": 3, "lr_range_test_step_rate": 1.0,
+                     "lr_range_test_staircase": False}, dict(lo=0.001, size=3, rate=1.0, stair=False)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_schedule(name):
+    params, formula = SCHEDULES[name]
+    torch.manual_seed(3)
+    model = MLP()
+    ref = clone_model(model)
+    batches = mlp_batches(12, 4)
+    engine, _, _, scheduler = xtrain.initialize(
+        model=model, config=adamw_config(4, scheduler={"type": name, "params": params}))
+    lrs = []
+    for x, y in batches:
+        lrs.append(engine.get_lr()[0])
+        engine.backward(engine(x, y))
+        engine.step()
+    want = [gen_sched.schedule_value(name, formula, 0.01, k - 1)[0] for k in range(1, 13)]
+    assert lrs == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert scheduler is not None and scheduler.get_lr() == engine.get_lr()
+    hand_loop(ref, batches, lr_at=lambda k: want[k - 1])
+    assert rel_diff(list(model.parameters()), list(ref.parameters())) < 1e-5
+
+
+def train_mlp(config, steps=20, seed=4):
+    torch.manual_seed(seed)
+    model = MLP()
+    engine, *_ = xtrain.initialize(model=model, config=config)
+    losses = []
+    for x, y in mlp_batches(steps, 4):
+        engine.backward(engine(x, y))
+        engine.step()
+        losses.append(engine.last_step()["loss"])
+    return engine, losses
+
+
+def test_bf16_tracks_fp32():
+    _, fp32 = train_mlp(adamw_config(4))
+    engine, bf16 = train_mlp(adamw_config(4, bf16={"enabled": True}))
+    assert engine.module.fc1.weight.dtype == torch.bfloat16
+    assert fp32 != bf16  # the bf16 path really ran
+    for i, (b, f) in enumerate(zip(bf16, fp32)):
+        assert abs(b - f) <= 0.05 * f, f"step {i + 1}: bf16 {b} fp32 {f}"
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_zero_equals_stage0(stage):
+    e0, l0 = train_mlp(adamw_config(4))
+    e1, l1 = train_mlp(adamw_config(4, zero_optimization={"stage": stage}))
+    assert e1.zero_optimization_stage() == stage
+    assert l1 == pytest.approx(l0, rel=1e-6)
+    assert rel_diff(list(e1.module.parameters()), list(e0.module.parameters())) < 1e-6
+
+
+def test_misspelt_key_raises_config_error():
+    cfg = adamw_config(4)
+    cfg["gradient_clippin"] = 1.0
+    with pytest.raises(xtrain.ConfigError) as err:
+        xtrain.initialize(model=MLP(), config=cfg)
+    assert isinstance(err.value, ValueError)
+    assert "gradient_clippin" in str(err.value) and "gradient_clipping" in str(err.value)
+    # the interpreter survives, and the next engine works
+    engine, *_ = xtrain.initialize(model=MLP(), config=adamw_config(4))
+    x, y = mlp_data(4)
+    engine.backward(engine(x, y))
+    assert engine.step() is True
+
+
+def test_missing_feature_is_named():
+    engine, *_ = xtrain.initialize(model=MLP(), config=adamw_config(4))
+    with pytest.raises(NotImplementedError, match="DeepSpeedEngine.get_fp32_grad_for_param"):
+        engine.get_fp32_grad_for_param
+    assert not hasattr(engine, "no_such_thing")
+    with pytest.raises(NotImplementedError, match="deepspeed.zero"):
+        xtrain.zero  # noqa: B018
+
+
+def test_torch_optimizer_argument():
+    torch.manual_seed(5)
+    model = MLP()
+    ref = clone_model(model)
+    cfg = adamw_config(4)
+    del cfg["optimizer"]
+    engine, *_ = xtrain.initialize(model=model, optimizer=torch_adamw(model), config=cfg)
+    batches = mlp_batches(5, 4)
+    engine_loop(engine, batches)
+    hand_loop(ref, batches)
+    assert rel_diff(list(model.parameters()), list(ref.parameters())) < 1e-5
