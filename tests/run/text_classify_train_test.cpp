@@ -59,6 +59,11 @@ TEST(TextClassifyTrain, LearnsALetterRuleAboveChance) {
   const std::string metrics = read_file(dir + "/run/metrics.jsonl");
   EXPECT_NE(metrics.find("\"val/macro_f1\""), std::string::npos);
   EXPECT_NE(metrics.find("val/confusion_matrix"), std::string::npos);
+  // `xtrain eval` on the run scores the same validation file the same way.
+  std::string out;
+  ASSERT_EQ(testing::run_command(testing::xtrain_binary() + " eval --run " + dir + "/run --full 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("val macro-F1: "), std::string::npos) << out;
+  EXPECT_NE(out.find("true \\ predicted"), std::string::npos) << out;
 }
 
 TEST(TextClassifyTrain, UnknownValidationLabelNamesTheLine) {

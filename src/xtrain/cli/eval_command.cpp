@@ -15,6 +15,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/base/stopwatch.h"
 #include "xtrain/cli/subcommands.h"
+#include "xtrain/run/class_metrics.h"
 #include "xtrain/run/train.h"
 #include "xtrain/monitor/progress.h"
 
@@ -70,7 +71,8 @@ class ProgressLine {
   double printed_at_ = -1.0;
 };
 
-void print_json(const TrainedRun& run, const EvalResult& r, int64_t split, bool full) {
+void print_json(const TrainedRun& run, const EvalResult& r, int64_t split, bool full,
+                const std::vector<std::string>& names) {
   nlohmann::ordered_json j;
   j["checkpoint"] = run.checkpoint_dir;
   j["loss"] = std::isfinite(r.loss) ? nlohmann::json(r.loss) : nlohmann::json(nullptr);
@@ -79,6 +81,8 @@ void print_json(const TrainedRun& run, const EvalResult& r, int64_t split, bool 
   j["standard_error"] = "sample std of batch_losses (n - 1) / sqrt(n batches)";
   if (run.model.task == "lm") j["perplexity"] = std::exp(r.loss);
   if (r.accuracy >= 0) j["accuracy"] = r.accuracy;
+  if (r.macro_f1 >= 0) j["macro_f1"] = r.macro_f1;
+  if (r.classes > 0) j["confusion_matrix"] = nlohmann::json::parse(confusion_json(r.confusion, r.classes, names));
   j["batches"] = r.batches;
   j["batch_size"] = *run.config.engine.train_micro_batch_size_per_gpu;
   j["samples"] = r.samples;
@@ -88,7 +92,8 @@ void print_json(const TrainedRun& run, const EvalResult& r, int64_t split, bool 
   std::cout << j.dump(1) << std::endl;
 }
 
-void print_text(const TrainedRun& run, const EvalResult& r, int64_t split, bool full) {
+void print_text(const TrainedRun& run, const EvalResult& r, int64_t split, bool full,
+                const std::vector<std::string>& names) {
   std::cout << "checkpoint: " << run.checkpoint_dir << "\n";
   std::cout << "val loss: " << fixed(r.loss, 4);
   if (std::isfinite(r.loss_standard_error)) {
@@ -98,6 +103,8 @@ void print_text(const TrainedRun& run, const EvalResult& r, int64_t split, bool 
   std::cout << "\n";
   if (run.model.task == "lm") std::cout << "val perplexity: " << fixed(std::exp(r.loss), 3) << "\n";
   if (r.accuracy >= 0) std::cout << "val accuracy: " << fixed(100.0 * r.accuracy, 2) << "%\n";
+  if (r.macro_f1 >= 0) std::cout << "val macro-F1: " << fixed(r.macro_f1, 4) << "\n";
+  if (r.classes > 0) std::cout << confusion_table(r.confusion, r.classes, names) << "\n";
   std::cout << "samples: " << r.samples << " of " << split << " in the validation split";
   if (!full) std::cout << " (--full scores all of them, --batches N changes the sample)";
   std::cout << std::endl;
@@ -121,9 +128,9 @@ int run_eval(const EvalArgs& a) {
   const auto r = evaluate(run.model, *splits.val, run.config, a.full ? 0 : a.batches,
                           [&line](const EvalProgress& p) { line.update(p); });
   if (a.json) {
-    print_json(run, r, split, a.full);
+    print_json(run, r, split, a.full, splits.val->info().class_names);
   } else {
-    print_text(run, r, split, a.full);
+    print_text(run, r, split, a.full, splits.val->info().class_names);
   }
   return 0;
 }
