@@ -40,6 +40,8 @@ install(TARGETS xtrain_pch ${_xtrain_area_targets} xtrain_library xtrain_plugin_
         EXPORT xtrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# SentencePiece's shim (src/spm_shim), which data/tokenizer dlopen()s from <bin>/../<libdir>.
+install(TARGETS xtrain_spm LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/xtrain DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
 install(EXPORT xtrainTargets NAMESPACE xtrain:: DESTINATION ${XTRAIN_INSTALL_CMAKEDIR})

@@ -33,14 +33,17 @@ struct SpmApi {
   decltype(&xspm_decode) decode;
 };
 
-// $XTRAIN_SPM_LIBRARY, else beside the program (build tree) or in ../lib (installed), else where
-// the build put it.
+// $XTRAIN_SPM_LIBRARY, else beside the program (build tree) or in ../<libdir> (installed), else
+// where the build put it.
 std::vector<fs::path> shim_candidates() {
   if (auto p = env::get("XTRAIN_SPM_LIBRARY")) return {*p};
   std::vector<fs::path> paths;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) paths = {exe.parent_path() / kShimName, exe.parent_path().parent_path() / "lib" / kShimName};
+  if (!ec) paths = {exe.parent_path() / kShimName};
+#ifdef XTRAIN_SPM_INSTALL_LIBDIR
+  if (!ec) paths.push_back(exe.parent_path().parent_path() / XTRAIN_SPM_INSTALL_LIBDIR / kShimName);
+#endif
 #ifdef XTRAIN_SPM_BUILD_PATH
   paths.emplace_back(XTRAIN_SPM_BUILD_PATH);
 #endif
