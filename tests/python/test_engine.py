@@ -212,3 +212,24 @@ def test_torch_optimizer_argument():
     engine_loop(engine, batches)
     hand_loop(ref, batches)
     assert rel_diff(list(model.parameters()), list(ref.parameters())) < 1e-5
+
+
+def test_zero3_gpt_blocks_equal_stage0():
+    """Stage 3 on one rank: the ModuleList's blocks are units (gathered around their forward and
+    backward, empty in between); the run equals stage 0."""
+    idx, tgt = gpt_data(12)
+    runs = {}
+    for stage in (0, 3):
+        torch.manual_seed(6)
+        model = TinyGPT()
+        engine, *_ = xtrain.initialize(model=model, config=adamw_config(
+            2, zero_optimization={"stage": stage, "stage3_param_persistence_threshold": 100}))
+        for i in range(6):
+            engine.backward(engine(idx[2 * i:2 * i + 2], tgt[2 * i:2 * i + 2]))
+            engine.step()
+            if stage == 3:
+                assert model.blocks[0].qkv.weight.numel() == 0  # released between uses
+        runs[stage] = (engine.full_parameters(), [u for u, _ in engine._c.units])
+    assert runs[3][1] == ["blocks.0", "blocks.1"] and runs[0][1] == []
+    assert list(runs[3][0]) == list(runs[0][0])
+    assert rel_diff(list(runs[3][0].values()), list(runs[0][0].values())) < 1e-6
