@@ -7,6 +7,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/data/datasets.h"
 #include "xtrain/data/text_classify_dataset.h"
+#include "xtrain/data/token_dataset.h"
 
 namespace xtrain::data {
 namespace {
@@ -34,6 +35,20 @@ DatasetEntry idx_entry(bool fashion) {
   return e;
 }
 
+DatasetEntry tokens_entry() {
+  DatasetEntry e;
+  e.description = "token shards (llm.c format) from `xtrain data prepare`, llm.c or nanoGPT, read through mmap; "
+                  "random windows of xtrain.model.seq_len + 1";
+  e.task = "lm";
+  e.open = open_token_dataset;
+  e.keys = {{"path", "the shard folder"},
+            {"args.format", "auto, llmc or nanogpt (raw uint16 train.bin, val.bin)"},
+            {"args.vocab_size", "shards without manifest.json: the vocabulary (default GPT-2's 50257, 128256 for uint32)"},
+            {"args.tokenizer", "byte, gpt2 or a folder with tokenizer.json, for shards without a saved tokenizer"}};
+  e.validate = validate_token_options;
+  return e;
+}
+
 DatasetEntry text_classify_entry() {
   DatasetEntry e;
   e.description = "labelled texts from JSONL ({\"text\", \"label\"} per line; or the fetched SpamAssassin corpus), "
@@ -56,6 +71,7 @@ Registry<DatasetEntry>& registry() {
     reg.add("mnist", idx_entry(false));
     reg.add("fashion_mnist", idx_entry(true));
     reg.add("text_classify", text_classify_entry());
+    reg.add("tokens", tokens_entry());
   });
   return *r;
 }
@@ -68,7 +84,7 @@ std::string markdown(const std::vector<std::string>& names) {
 }
 
 // docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
-std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnist", "text_classify"}); }
+std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnist", "tokens", "text_classify"}); }
 [[maybe_unused]] const bool kDocumented = config::add_reference_section(11, builtin_markdown);
 
 }  // namespace
