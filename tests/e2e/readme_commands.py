@@ -15,6 +15,7 @@ usage: readme_commands.py BUILD/xtrain [--source DIR] [--only REGEX] [--keep]
 """
 import argparse
 import glob
+import json
 import os
 import re
 import shlex
@@ -26,7 +27,8 @@ import tempfile
 import time
 import urllib.request
 
-SUBCOMMANDS = ["train", "eval", "generate", "ckpt", "config", "dashboard", "tune", "compress", "export", "launch"]
+SUBCOMMANDS = ["train", "eval", "generate", "ckpt", "config", "dashboard", "tune", "compress", "export", "launch",
+               "data"]
 
 # Normalised command (tokens joined by one space) -> why it cannot run here.
 SKIP = {
@@ -203,10 +205,27 @@ def run_server(argv, ctx):
     return ok, out + "\n" + "\n".join(probes[-3:]) + "\n[exit %s]" % p.returncode
 
 
+def data_corpus(ctx):
+    """corpus/*.txt and dump.jsonl for the README's `data prepare` lines: the fetched Moby Dick (as
+    scripts/fetch-data leaves it) as a text file, and its first 2000 lines as JSONL paragraphs."""
+    cache = os.environ.get("XTRAIN_DATA_DIR") or os.path.expanduser("~/.cache/xtrain/data")
+    moby = os.path.join(cache, "mobydick", "data.txt")
+    if not os.path.exists(moby):
+        return  # the data prepare commands then fail, naming the missing corpus
+    os.makedirs(os.path.join(ctx["cwd"], "corpus"))
+    os.symlink(moby, os.path.join(ctx["cwd"], "corpus", "mobydick.txt"))
+    with open(moby, encoding="utf-8") as f:
+        lines = f.read().splitlines()[:2000]
+    with open(os.path.join(ctx["cwd"], "dump.jsonl"), "w", encoding="utf-8") as f:
+        for i in range(0, len(lines), 20):
+            f.write(json.dumps({"text": "\n".join(lines[i:i + 20])}) + "\n")
+
+
 def setup(ctx, source):
     os.makedirs(ctx["nvme"], exist_ok=True)
     for folder in ("configs", "bench"):
         os.symlink(os.path.join(source, folder), os.path.join(ctx["cwd"], folder))
+    data_corpus(ctx)
 
 
 def main():
