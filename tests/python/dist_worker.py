@@ -16,6 +16,7 @@ parser.add_argument("--model", default="mlp")
 parser.add_argument("--out", required=True)
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--global-batch", type=int, default=8)
+parser.add_argument("--save", default="", help="save_checkpoint here at the end (every rank)")
 xtrain.add_config_arguments(parser)
 args = parser.parse_args()
 
@@ -39,6 +40,8 @@ for step in range(args.steps):
     engine.step()
     losses.append(engine.last_step()["loss"])
 params = engine.full_parameters()  # collective (ZeRO-3 gathers)
+if args.save:
+    engine.save_checkpoint(args.save, client_state={"rank0_losses": losses})
 if rank == 0:
     torch.save({"params": params, "losses": losses, "world": world, "units": len(engine._c.units)}, args.out)
     print(json.dumps({"rank": rank, "world": world, "losses": losses}))

@@ -201,7 +201,7 @@ class PyEngine {
     engine_->save_checkpoint(writer);
     if (dp.rank() == 0) {
       if (!buffers.empty()) writer.write_tensors("buffers.pt", buffers);
-      writer.write_text("client_state.pt", client_state);
+      writer.write_text("client_state.pkl", client_state);
       writer.write_text("config.json", config::to_json(*config_));
     }
     writer.finish_rank();
@@ -225,7 +225,7 @@ class PyEngine {
     engine_->load_checkpoint(reader, load_optimizer);
     NamedList buffers;
     if (reader.has_file("buffers.pt")) buffers = reader.read_tensors("buffers.pt");
-    std::string client = reader.has_file("client_state.pt") ? reader.read_text("client_state.pt") : "";
+    std::string client = reader.has_file("client_state.pkl") ? reader.read_text("client_state.pkl") : "";
     return {reader.dir(), client, buffers};
   }
 
