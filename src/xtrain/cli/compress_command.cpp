@@ -39,10 +39,10 @@ struct CompressArgs {
 // Draws micro-batches from a dataset in a fixed shuffled order (its own sampler per use).
 struct BatchSource {
   std::shared_ptr<data::Dataset> dataset;
-  std::shared_ptr<data::DistributedSampler> sampler;
+  std::shared_ptr<data::Sampler> sampler;  // the dataset's own (O(1) memory for token shards)
   int64_t micro = 1;
   BatchSource(std::shared_ptr<data::Dataset> d, uint64_t seed, int64_t m)
-      : dataset(std::move(d)), sampler(std::make_shared<data::DistributedSampler>(dataset->size(), seed, 0, 1)), micro(m) {}
+      : dataset(std::move(d)), sampler(dataset->make_sampler(seed, 0, 1)), micro(m) {}
   data::Batch next() const { return dataset->collate(sampler->next(micro)); }
 };
 

@@ -69,7 +69,7 @@ int run_export(const ExportArgs& a) {
       std::cerr << "export: no quant.json; calibrating static int8 on " << a.calibration_batches << " batches\n";
       auto splits = data::open_datasets(cfg.data, cfg.model.seq_len, data::default_cache_dir());
       const int64_t micro = *cfg.engine.train_micro_batch_size_per_gpu;
-      auto sampler = std::make_shared<data::DistributedSampler>(splits.train->size(), cfg.trainer.seed + 2, 0, 1);
+      std::shared_ptr<data::Sampler> sampler = splits.train->make_sampler(cfg.trainer.seed + 2, 0, 1);
       auto q = compress::wrap(model, {}, hints);
       compress::calibrate(q, [&](int64_t) { return splits.train->collate(sampler->next(micro)).input; },
                           a.calibration_batches);
