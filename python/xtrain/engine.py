@@ -41,8 +41,8 @@ def _trainable(model, model_parameters):
         return named
     chosen = set()
     for item in model_parameters:
-        if isinstance(item, dict):  # a parameter group: its tensors (per-group options come from the config)
-            chosen.update(id(p) for p in item["params"])
+        if isinstance(item, dict):  # a parameter group: its tensors (its options: param_group_specs)
+            chosen.update(id(p) for p in _group_tensors(item))
         else:
             chosen.add(id(item))
     picked = [(n, p) for n, p in named if id(p) in chosen]
@@ -50,6 +50,46 @@ def _trainable(model, model_parameters):
         raise ValueError("xtrain.initialize: model_parameters holds tensors that are not parameters of model "
                          "(or do not require grad); pass model.parameters() or a subset of them")
     return picked
+
+
+# What a parameter group (a dict in model_parameters, or a torch optimizer's param_groups) may set.
+_GROUP_KEYS = ("params", "lr", "weight_decay")
+
+
+def _group_tensors(group):
+    params = group["params"]
+    return [params] if torch.is_tensor(params) else list(params)
+
+
+def _escape_glob(name):
+    """A parameter name as an xtrain.param_groups glob that matches only it (fnmatch escapes)."""
+    return "".join("\\" + c if c in "*?[\\" else c for c in name)
+
+
+def param_group_specs(model, groups, base_lr):
+    """DeepSpeed's parameter groups (dicts of params and, optionally, lr and weight_decay) as
+    xtrain.param_groups entries: the exact names of the group's tensors, its weight_decay, and
+    lr_scale = its lr / the optimizer's lr. Another per-group key raises NotSupported."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    specs = []
+    for i, group in enumerate(groups):
+        extra = sorted(k for k in group if k not in _GROUP_KEYS)
+        if extra:
+            raise NotSupported(f"per-group {', '.join(map(repr, extra))} in model_parameters[{i}] (a group may "
+                               "set only params, lr and weight_decay; the rest come from the config's optimizer)")
+        tensors = [names[id(p)] for p in _group_tensors(group) if id(p) in names]
+        if not tensors:
+            continue  # an empty group (or one of tensors _trainable rejects) trains nothing
+        spec = {"params": [_escape_glob(n) for n in tensors]}
+        if "weight_decay" in group:
+            spec["weight_decay"] = float(group["weight_decay"])
+        if "lr" in group:
+            if base_lr <= 0:
+                raise ValueError(f"xtrain.initialize: model_parameters[{i}] sets lr but the optimizer's lr is "
+                                 f"{base_lr}; give optimizer.params.lr > 0 in the config")
+            spec["lr_scale"] = float(group["lr"]) / base_lr
+        specs.append(spec)
+    return specs
 
 
 def _cast_inputs(value, dtype):
@@ -109,6 +149,9 @@ class XtrainEngine(torch.nn.Module):
         if config.zero_stage == 3:
             from .zero3 import sequence_paths
             sequences = sequence_paths(model)
+        # DeepSpeed's optimizer takes model_parameters as torch.optim does: a tensor in no group with
+        # its own weight_decay decays, biases and norms included (not xtrain's nanoGPT split).
+        config.no_decay_for_bias_and_norm = False
         self._c = _C.Engine(_trainable(model, model_parameters), config, sequences)
         self._dtype = {"BFloat16": torch.bfloat16, "Half": torch.float16}.get(self._c.param_dtype, torch.float32)
         if self._dtype != torch.float32:

@@ -1,10 +1,11 @@
 """xtrain.initialize, init_distributed and add_config_arguments: DeepSpeed's entry points."""
+import json
 import os
 
 import torch
 
 from . import _C
-from .engine import EngineOptimizer, EngineScheduler, XtrainEngine, load_config
+from .engine import EngineOptimizer, EngineScheduler, XtrainEngine, load_config, param_group_specs
 from .errors import NotSupported
 
 # torch optimizers xtrain can take over: their class -> the config's optimizer type.
@@ -32,27 +33,66 @@ def add_config_arguments(parser):
 
 
 def _optimizer_config(optimizer, config):
-    """A torch optimizer given to initialize becomes the config's optimizer section (its type and
-    the first group's hyperparameters); the engine runs its own fused implementation."""
+    """A torch optimizer given to initialize: (the config with its optimizer section, from the
+    optimizer's defaults; its param_groups as DeepSpeed parameter groups). The engine runs its own
+    fused implementation."""
     kind = _OPTIMIZERS.get(type(optimizer))
     if kind is None or not isinstance(optimizer, torch.optim.Optimizer):
         raise NotSupported(f"initialize(optimizer={type(optimizer).__name__}) (give a torch.optim.AdamW, Adam or "
                            "SGD instance, or an \"optimizer\" section in the config)")
-    group = optimizer.param_groups[0]
-    keys = ("lr", "betas", "eps") if kind != "SGD" else ("lr", "momentum")
-    params = {k: (list(group[k]) if k == "betas" else group[k]) for k in keys}
-    decays = {g["weight_decay"] for g in optimizer.param_groups} - {0.0}
-    # The usual split (a decay group and a weight_decay 0 group for biases and norms) is what the
-    # engine does by itself: parameters of < 2 dims never decay.
-    if len(decays) > 1 or any(g[k] != group[k] for g in optimizer.param_groups for k in keys):
-        raise NotSupported("initialize(optimizer=...) with per-group hyperparameters (use the config's "
-                           "xtrain.param_groups)")
-    params["weight_decay"] = decays.pop() if decays else 0.0
+    defaults = optimizer.defaults
+    keys = ("lr", "betas", "eps", "weight_decay") if kind != "SGD" else ("lr", "momentum", "weight_decay")
+    params = {k: (list(defaults[k]) if k == "betas" else defaults[k]) for k in keys}
+    groups = []
+    for i, group in enumerate(optimizer.param_groups):
+        own = {"params": group["params"]}
+        for k, v in group.items():
+            if k in ("lr", "weight_decay") and v != defaults[k]:
+                own[k] = v
+            elif k not in ("params", "lr", "weight_decay") and k in defaults and v != defaults[k]:
+                raise NotSupported(f"per-group {k!r} (optimizer.param_groups[{i}] has {k}={v!r}, the optimizer "
+                                   f"{defaults[k]!r}; a group may set only lr and weight_decay)")
+        groups.append(own)
     config = dict(config or {})
     if "optimizer" in config:
         raise ValueError("xtrain.initialize: an optimizer was given both as an argument and in the config; keep one")
     config["optimizer"] = {"type": kind, "params": params}
-    return config
+    return config, groups
+
+
+def _as_dict(config):
+    if isinstance(config, (str, os.PathLike)):
+        with open(config) as f:
+            return json.load(f)
+    return dict(config)
+
+
+def _groups_of(model_parameters):
+    """model_parameters as a list, and whether it is DeepSpeed/torch parameter groups (dicts)."""
+    if model_parameters is None:
+        return None, False
+    items = [model_parameters] if torch.is_tensor(model_parameters) else list(model_parameters)
+    dicts = sum(isinstance(x, dict) for x in items)
+    if dicts and dicts != len(items):
+        raise ValueError("xtrain.initialize: model_parameters mixes tensors and parameter groups (dicts); "
+                         "give all tensors or all dicts, as torch.optim does")
+    return items, bool(dicts)
+
+
+def _resolve(config, model, groups):
+    """The resolved config; parameter groups become its xtrain.param_groups (exact names)."""
+    resolved = load_config(config)
+    if groups is None:
+        return resolved
+    base_lr = json.loads(resolved.to_json())["optimizer"]["params"]["lr"]
+    config = _as_dict(config)
+    section = dict(config.get("xtrain", {}))
+    if section.get("param_groups"):
+        raise ValueError("xtrain.initialize: parameter groups were given both in model_parameters (or the "
+                         "optimizer) and in the config's xtrain.param_groups; keep one")
+    section["param_groups"] = param_group_specs(model, groups, base_lr)
+    config["xtrain"] = section
+    return load_config(config)
 
 
 def _config_source(args, config, config_params):
@@ -91,15 +131,13 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     if lr_scheduler is not None:
         raise NotSupported("initialize(lr_scheduler=...) (put the schedule in the config's \"scheduler\" section)")
     config = _config_source(args, config, config_params)
-    if optimizer is not None:
-        if isinstance(config, (str, os.PathLike)):
-            import json
-            with open(config) as f:
-                config = json.load(f)
-        config = _optimizer_config(optimizer, config)
+    model_parameters, grouped = _groups_of(model_parameters)
+    if optimizer is not None:  # as DeepSpeed: the optimizer's param_groups, not model_parameters
+        config, model_parameters = _optimizer_config(optimizer, _as_dict(config))
+        grouped = True
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         init_distributed()
-    resolved = load_config(config)
+    resolved = _resolve(config, model, model_parameters if grouped else None)
     engine = XtrainEngine(model, resolved, model_parameters)
     loader = _loader(training_data, resolved, collate_fn) if training_data is not None else None
     scheduler = EngineScheduler(engine) if _has_scheduler(resolved) else None
@@ -107,5 +145,4 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
 
 
 def _has_scheduler(resolved):
-    import json
     return bool(json.loads(resolved.to_json()).get("scheduler", {}).get("type"))

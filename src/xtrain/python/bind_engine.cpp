@@ -264,6 +264,10 @@ void bind_config(py::module_& m) {
       .def_property_readonly("zero_stage", [](const config::Config& c) { return c.zero_optimization.stage; })
       .def_property_readonly("dp_world_size", [](const config::Config& c) { return c.dp_world_size; })
       .def_property_readonly("seed", [](const config::Config& c) { return c.trainer.seed; })
+      // Off for DeepSpeed's model_parameters=model.parameters(): every tensor decays, as torch.optim does.
+      .def_property(
+          "no_decay_for_bias_and_norm", [](const config::Config& c) { return c.optimizer.no_decay_for_bias_and_norm; },
+          [](config::Config& c, bool on) { c.optimizer.no_decay_for_bias_and_norm = on; })
       .def("to_json", [](const config::Config& c) { return config::to_json(c); });
   m.def("load_config", &load_config, py::arg("source"), py::arg("is_text"), py::arg("world_size") = 0,
         "Reads a ds_config.json (a path, or JSON text) with the checks and messages of `xtrain train`.");
