@@ -4,7 +4,9 @@ src/xtrain/run/smoke.h) and fails when one fails, printing the command and its o
 
 Command blocks are the fenced blocks with no language (or sh/bash/shell/console); a trailing `\\`
 joins lines and `# ...` is a comment. They run in README order, as argv (no shell), in a fresh
-folder holding links to the repository's configs/ and bench/. Before them the README's own
+folder holding links to the repository's configs/, bench/ and examples/; leading `VAR=value` words
+are the command's environment (a value under `build/` names the build folder of BUILD/xtrain, so
+`PYTHONPATH=build/python` finds the Python package). Before them the README's own
 training command runs with `--output runs/mine`, so the commands that use that run find it.
 Placeholders get the concrete values of SUBSTITUTIONS; commands that need another machine (or a
 GPU) are in SKIP, with the reason, and are reported, never dropped silently. `dashboard` is a
@@ -149,6 +151,19 @@ def expand(line):
     return out
 
 
+def split_env(argv, ctx):
+    """(environment, argv) of a command with leading `VAR=value` words; `build/...` values point
+    into the build folder of the xtrain under test."""
+    env = dict(ctx["env"])
+    while argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[0]):
+        name, value = argv[0].split("=", 1)
+        if value == "build" or value.startswith("build/"):
+            value = os.path.join(os.path.dirname(ctx["xtrain"]), value[len("build/"):])
+        env[name] = value
+        argv = argv[1:]
+    return env, argv
+
+
 def resolve(argv, ctx):
     programs = {"build/xtrain": ctx["xtrain"], "scripts/xtrain": os.path.join(ctx["source"], "scripts", "xtrain")}
     out = [programs.get(argv[0], argv[0])]
@@ -223,7 +238,7 @@ def data_corpus(ctx):
 
 def setup(ctx, source):
     os.makedirs(ctx["nvme"], exist_ok=True)
-    for folder in ("configs", "bench"):
+    for folder in ("configs", "bench", "examples"):
         os.symlink(os.path.join(source, folder), os.path.join(ctx["cwd"], folder))
     data_corpus(ctx)
 
@@ -262,10 +277,11 @@ def main():
                 continue
             if args.only and origin != "setup" and not re.search(args.only, name):
                 continue
-            real = resolve(argv, ctx)
+            env, argv = split_env(argv, ctx)
+            real, here = resolve(argv, ctx), dict(ctx, env=env)
             start = time.time()
             server = argv[1:2] == ["dashboard"] and "--help" not in argv
-            ok, out = run_server(real, ctx) if server else run(real, ctx)
+            ok, out = run_server(real, here) if server else run(real, here)
             print("%-4s %5.1fs  %s: %s" % ("ok" if ok else "FAIL", time.time() - start, origin, name), flush=True)
             if not ok:
                 failures.append((origin, " ".join(shlex.quote(a) for a in real), out))
