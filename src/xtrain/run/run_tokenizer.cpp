@@ -35,7 +35,8 @@ std::unique_ptr<data::Tokenizer> data_tokenizer(const data::DataOptions& data) {
       return nullptr;  // bpe/unigram shards without their model: nothing to decode with
     }
   }
-  if (data.type == "text") return data::make_tokenizer(data::TokenizerSpec{});
+  // The built-in text datasets read bytes unless args.tokenizer says otherwise.
+  if (data.type == "text" || data.type == "text_classify") return data::make_tokenizer(data::TokenizerSpec{});
   return nullptr;
 }
 
