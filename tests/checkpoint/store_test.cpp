@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
@@ -18,14 +19,7 @@ namespace xtrain::checkpoint {
 namespace {
 namespace fs = std::filesystem;
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using xtrain::testing::usage_error;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/data/dataset.h"
@@ -17,14 +18,7 @@
 namespace xtrain::data {
 namespace {
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using xtrain::testing::usage_error;
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 

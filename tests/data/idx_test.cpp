@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/data/idx.h"
@@ -40,14 +41,7 @@ std::string write_file(const std::string& dir, const std::string& name, const st
   return path;
 }
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using xtrain::testing::usage_error;
 
 TEST(Idx, ReadsPlainAndGzippedImagesAndLabels) {
   const std::string dir = testing::temp_dir("idx");

@@ -15,6 +15,7 @@
 #include <functional>
 #include <set>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/data/loader.h"
@@ -26,14 +27,7 @@ namespace xtrain::data {
 namespace {
 namespace fs = std::filesystem;
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using xtrain::testing::usage_error;
 
 DataOptions tokens_options(const std::string& dir) {
   DataOptions o;

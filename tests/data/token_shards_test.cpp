@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/data/dataset.h"
@@ -19,14 +20,7 @@ namespace xtrain::data {
 namespace {
 namespace fs = std::filesystem;
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using xtrain::testing::usage_error;
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/data/datasets.h"
@@ -17,14 +18,7 @@ namespace xtrain::data {
 namespace {
 namespace fs = std::filesystem;
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using xtrain::testing::usage_error;
 
 // The first `lines` lines of the fetched Moby Dick, or "" when it is not fetched.
 std::string moby_dick_lines(int lines) {
