@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "xtrain/base/error.h"
 #include "xtrain/data/registry.h"
@@ -88,6 +89,8 @@ xtrain::models::ModelEntry model_entry(bool traceable) {
   e.task = "classify";
   e.keys = {{"args.hidden", "hidden width (default 32)"}};
   e.validate = [](const xtrain::models::ModelOptions& o) { positive_arg(o.args, "hidden", 32, "xtrain.model.args"); };
+  // One input sample's shape (no batch dimension): `xtrain export` traces the model with it.
+  e.sample_shape = [](const xtrain::models::ModelOptions& o) { return std::vector<int64_t>{o.in_features}; };
   e.build = [traceable](const xtrain::models::ModelOptions& o) {
     const int64_t hidden = positive_arg(o.args, "hidden", 32, "xtrain.model.args");
     xtrain::models::Model m;
