@@ -45,18 +45,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 std::string kernel_for(const at::Tensor& q, bool causal, const std::vector<int64_t>& windows, double dropout,
                        const std::string& kernel) {
   return value_errors([&] {
-    XTRAIN_USAGE_CHECK(q.dim() == 4, "attention: q must be [B, NH, T, HS], got ", q.sizes());
-    attn::AttentionCall call;
-    call.B = q.size(0);
-    call.NH = q.size(1);
-    call.T = q.size(2);
-    call.HS = q.size(3);
-    call.dtype = q.scalar_type();
-    call.device = q.device();
-    call.causal = causal;
-    call.windows = windows;
-    call.dropout = dropout;
-    return attn::select_attention_kernel(kernel, call);
+    return attn::select_attention_kernel(kernel, attn::attention_call_for(q, causal, windows, dropout));
   });
 }
 

@@ -162,6 +162,22 @@ void check_attention_call(const AttentionCall& call) {
                      " (xtrain.model.dropout)");
 }
 
+AttentionCall attention_call_for(const at::Tensor& q, bool causal, const std::vector<int64_t>& windows,
+                                 double dropout) {
+  XTRAIN_USAGE_CHECK(q.dim() == 4, "attention: q must be [B, NH, T, HS], got ", q.sizes());
+  AttentionCall call;
+  call.B = q.size(0);
+  call.NH = q.size(1);
+  call.T = q.size(2);
+  call.HS = q.size(3);
+  call.dtype = q.scalar_type();
+  call.device = q.device();
+  call.causal = causal;
+  call.windows = windows;
+  call.dropout = dropout;
+  return call;
+}
+
 at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                          const std::vector<int64_t>& windows, double dropout, const std::string& kernel) {
   XTRAIN_USAGE_CHECK(q.dim() == 4, "attention: q must be [B, NH, T, HS], got ", q.sizes());
@@ -174,16 +190,7 @@ at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
                      q.device(), ", ", k.device(), ", ", v.device());
   XTRAIN_USAGE_CHECK(at::isFloatingType(q.scalar_type()), "attention: dtype must be floating point, got ",
                      q.scalar_type());
-  AttentionCall call;
-  call.B = q.size(0);
-  call.NH = q.size(1);
-  call.T = q.size(2);
-  call.HS = q.size(3);
-  call.dtype = q.scalar_type();
-  call.device = q.device();
-  call.causal = causal;
-  call.windows = windows;
-  call.dropout = dropout;
+  const AttentionCall call = attention_call_for(q, causal, windows, dropout);
   check_attention_call(call);
   // For observers of ATen's ops (monitor's flops profiler): the fused kernels run no ATen op.
   RECORD_FUNCTION("xtrain::attention", std::vector<c10::IValue>({q, k, v, causal, c10::IValue(windows)}));

@@ -55,6 +55,9 @@ std::string select_attention_kernel(const std::string& name, const AttentionCall
 
 // Checks the call's own arguments: positive sizes, windows (ms_attention/windows.h), dropout.
 void check_attention_call(const AttentionCall& call);
+// The call `run_attention` makes for q [B, NH, T, HS] (UsageError unless q is 4-D).
+AttentionCall attention_call_for(const at::Tensor& q, bool causal, const std::vector<int64_t>& windows,
+                                 double dropout);
 
 // Builds the call from q ([B, NH, T, HS]; q, k, v must agree in shape, dtype, device), checks it,
 // selects `kernel` and runs it.
