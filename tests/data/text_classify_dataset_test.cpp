@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/data/registry.h"
@@ -20,16 +21,7 @@ std::string write(const std::string& dir, const std::string& name, const std::st
 }
 
 // The UsageError `f` throws, or a test failure.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError";
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return xtrain::testing::expect_usage_error(f); }
 
 TEST(TextClassifyDataset, LabelsSortNumericallyWhenAllAreIntegers) {
   std::vector<LabelledText> rows{{"a", "10", 1}, {"b", "2", 2}, {"c", "-1", 3}, {"d", "2", 4}};

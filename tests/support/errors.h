@@ -1,5 +1,7 @@
 // The message of the UsageError a call throws, for tests of error texts.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <string>
 
@@ -15,6 +17,14 @@ inline std::string usage_error(const std::function<void()>& f) {
     return e.what();
   }
   return "<no error>";
+}
+
+// As usage_error, but a test failure (and "") when `f` throws none.
+inline std::string expect_usage_error(const std::function<void()>& f) {
+  const std::string message = usage_error(f);
+  if (message != "<no error>") return message;
+  ADD_FAILURE() << "no UsageError";
+  return "";
 }
 
 }  // namespace xtrain::testing

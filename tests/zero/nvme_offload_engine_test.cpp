@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "support/fixtures.h"
+#include "support/mlp_loss.h"
 #include "support/multiprocess.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
@@ -27,14 +28,7 @@ namespace {
 
 constexpr int64_t kIn = 32, kHidden = 96, kOut = 5, kSteps = 8;
 
-struct Mlp {
-  zero::NamedParams params;
-  at::Tensor loss(const data::Batch& b) const {
-    auto h = at::tanh(at::linear(b.input, params[0].second, params[1].second));
-    auto out = at::linear(h, params[2].second, params[3].second);
-    return (out.to(at::kFloat) - b.target).pow(2).mean();
-  }
-};
+using Mlp = testing::MlpLoss;
 
 // 3653 elements: 4 chunks of 1024 at one rank, 2 per rank at two (sub_group_size 1000).
 Mlp make_mlp() {

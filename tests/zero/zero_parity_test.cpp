@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "support/fixtures.h"
+#include "support/mlp_loss.h"
 #include "support/multiprocess.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
@@ -24,14 +25,7 @@ namespace {
 constexpr int64_t kB = 3;       // micro-batch per rank
 constexpr int64_t kSteps = 20;
 
-struct Mlp {
-  zero::NamedParams params;
-  at::Tensor loss(const data::Batch& b) const {
-    auto h = at::tanh(at::linear(b.input, params[0].second, params[1].second));
-    auto out = at::linear(h, params[2].second, params[3].second);
-    return (out.to(at::kFloat) - b.target).pow(2).mean();
-  }
-};
+using Mlp = testing::MlpLoss;
 
 Mlp make_mlp() {
   Mlp m;

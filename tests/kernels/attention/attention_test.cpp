@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/errors.h"
 #include "kernels/attention/attention_checks.h"
 #include "support/fixtures.h"
 #include "xtrain/base/error.h"
@@ -131,15 +132,7 @@ AttentionCall call_for(int64_t T, std::vector<int64_t> windows, at::ScalarType d
   return c;
 }
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError";
-  return "";
-}
+std::string usage_error(const std::function<void()>& f) { return xtrain::testing::expect_usage_error(f); }
 
 TEST(AttentionRegistry, AutoPicksTheFusedKernels) {
   EXPECT_EQ(select_attention_kernel("auto", call_for(512, {})), "dense_flash_cpu");
