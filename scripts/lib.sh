@@ -25,6 +25,7 @@ TEST_PACKAGES=(
   sentencepiece
   python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
   python3-pil chromium python3-pytest
+  iproute2 openssh-server openssh-client
 )
 
 install_packages() {
