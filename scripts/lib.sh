@@ -26,6 +26,7 @@ TEST_PACKAGES=(
   python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
   python3-pil chromium python3-pytest
   iproute2 openssh-server openssh-client
+  openmpi-bin slurm-wlm munge
 )
 
 install_packages() {
