@@ -22,7 +22,8 @@ using Plugins = std::shared_ptr<std::vector<std::string>>;
 // (base/plugin.h) after parsing and before the command loads its config, so a name a plugin
 // registers (xtrain.model.type, xtrain.data.dataset, ...) is known to the config checks too.
 std::vector<Plugins> add_plugin_options(const std::vector<Command>& commands) {
-  static const std::set<std::string> kTakesPlugins{"train", "eval", "generate", "tune", "compress", "export", "config"};
+  static const std::set<std::string> kTakesPlugins{"train", "eval", "generate", "tune", "compress", "export", "config",
+                                                  "serve"};
   std::vector<Plugins> plugins(commands.size());
   for (size_t i = 0; i < commands.size(); ++i) {
     if (!kTakesPlugins.count(commands[i].app->get_name())) continue;

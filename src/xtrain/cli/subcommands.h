@@ -28,5 +28,6 @@ Command add_tune(CLI::App& app);  // cli/tune_command.cpp
 Command add_compress(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_data(CLI::App& app);  // cli/data_command.cpp
+Command add_serve(CLI::App& app);  // cli/serve_command.cpp
 
 }  // namespace xtrain::cli

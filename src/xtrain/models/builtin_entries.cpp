@@ -12,6 +12,7 @@
 #include "xtrain/models/gpt_pipeline.h"
 #include "xtrain/models/gpt_pipeline_model.h"
 #include "xtrain/models/gpt_tensor_parallel_model.h"
+#include "xtrain/models/kv_cache.h"
 #include "xtrain/models/mlp_classifier.h"
 #include "xtrain/models/resnet.h"
 
@@ -99,6 +100,12 @@ ModelEntry gpt_entry() {
   e.pipeline_stage = gpt_pipeline_stage;
   e.checkpoint_activations = [](torch::nn::Module& m, const nn::ActivationCheckpointingOptions& o) {
     apply_activation_checkpointing(m, o);
+  };
+  e.incremental_decoder = [](const Model& m, const DecoderWeights& w) {
+    auto gpt = std::dynamic_pointer_cast<GPTImpl>(m.module);
+    XTRAIN_USAGE_CHECK(gpt != nullptr, "kv_cache: the gpt entry's module is not a whole GPT (a tensor- or ",
+                       "pipeline-parallel model decodes without the cache)");
+    return make_gpt_decoder(gpt, w);
   };
   return e;
 }

@@ -27,6 +27,9 @@ struct ActivationCheckpointingOptions;
 
 namespace xtrain::models {
 
+class IncrementalDecoder;  // kv_cache.h
+struct DecoderWeights;
+
 // One `xtrain.model.<key>` an entry reads, for docs/config.md ("layers", "args.width").
 struct ModelKey {
   std::string key;
@@ -89,6 +92,8 @@ struct ModelEntry {
   std::function<TensorParallelModel(const ModelOptions&, std::shared_ptr<comm::Communicator> tp)> tensor_parallel;
   std::function<PipelineStageModel(Model& model, const PipelineCut& cut)> pipeline_stage;
   std::function<void(torch::nn::Module& module, const nn::ActivationCheckpointingOptions&)> checkpoint_activations;
+  // Incremental decoding with a KV cache (xtrain serve); `weights` replaces layers (int8).
+  std::function<std::shared_ptr<IncrementalDecoder>(const Model&, const DecoderWeights& weights)> incremental_decoder;
 };
 
 // Adds `name`, replacing an entry of that name. UsageError for an empty name, a missing factory or
