@@ -29,5 +29,6 @@ Command add_compress(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_data(CLI::App& app);  // cli/data_command.cpp
 Command add_serve(CLI::App& app);  // cli/serve_command.cpp
+Command add_plan(CLI::App& app);  // cli/plan_command.cpp
 
 }  // namespace xtrain::cli
