@@ -24,7 +24,7 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   sentencepiece
   python3-onnx python3-protobuf python3-crc32c protobuf-compiler python3-numpy
-  python3-pil chromium python3-pytest
+  python3-pil chromium python3-pytest curl
   iproute2 openssh-server openssh-client
   openmpi-bin slurm-wlm munge
 )

@@ -10,7 +10,8 @@ are the command's environment (a value under `build/` names the build folder of 
 training command runs with `--output runs/mine`, so the commands that use that run find it.
 Placeholders get the concrete values of SUBSTITUTIONS; commands that need another machine (or a
 GPU) are in SKIP, with the reason, and are reported, never dropped silently. `dashboard` is a
-server: started, probed on 127.0.0.1, stopped. A table entry that matches no command is an error
+server: started, probed on 127.0.0.1, stopped; `serve` is started on a free port and kept running
+for the lines after it (`localhost:8000` in them is that port), then stopped. A table entry that matches no command is an error
 too (the README changed: update the table).
 
 usage: readme_commands.py BUILD/xtrain [--source DIR] [--only REGEX] [--keep]
@@ -30,7 +31,7 @@ import time
 import urllib.request
 
 SUBCOMMANDS = ["train", "eval", "generate", "ckpt", "config", "dashboard", "tune", "compress", "export", "launch",
-               "data"]
+               "data", "serve"]
 
 # Normalised command (tokens joined by one space) -> why it cannot run here.
 SKIP = {
@@ -75,6 +76,8 @@ def token_substitutions(ctx):
         ("/mnt/nvme", ctx["nvme"]),
         # The study the README's previous tune command created.
         ("runs/tune-<time>", latest_study(ctx)),
+        # `xtrain serve` listens on a free port here (start_serve); the README's curl lines use it.
+        ("localhost:8000", "127.0.0.1:%d" % ctx.get("serve_port", 8000)),
     ]
 
 
@@ -220,6 +223,51 @@ def run_server(argv, ctx):
     return ok, out + "\n" + "\n".join(probes[-3:]) + "\n[exit %s]" % p.returncode
 
 
+def start_serve(argv, ctx):
+    """serve: started on a free port (replacing --port) and left running for the README's next lines
+    (its curl examples), until the next serve command or the end; probed with GET /health first."""
+    stopped, out = stop_serve(ctx)
+    if not stopped:
+        return False, "the previous serve did not exit 0 on SIGTERM:\n" + out
+    port = free_port()
+    argv = list(argv)
+    if "--port" in argv:
+        argv[argv.index("--port") + 1] = str(port)
+    else:
+        argv += ["--port", str(port)]
+    log = tempfile.TemporaryFile()
+    p = subprocess.Popen(argv, cwd=ctx["cwd"], env=ctx["env"], stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    ctx["serve"], ctx["serve_port"], ctx["serve_log"] = p, port, log
+    deadline, probe = time.time() + 60, ""
+    while time.time() < deadline and p.poll() is None:
+        try:
+            probe = urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=5).read().decode()
+            return True, "GET /health -> " + probe
+        except OSError as e:
+            probe = "not yet: %s" % e
+            time.sleep(0.5)
+    ok, out = stop_serve(ctx)
+    return False, out + "\n" + probe
+
+
+def stop_serve(ctx):
+    """SIGTERM to the running serve: (exited 0 within 30 s, its output)."""
+    p = ctx.pop("serve", None)
+    if p is None:
+        return True, ""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    log = ctx.pop("serve_log")
+    log.seek(0)
+    return p.returncode == 0, log.read().decode("utf-8", "replace") + "\n[exit %s]" % p.returncode
+
+
 def data_corpus(ctx):
     """corpus/*.txt and dump.jsonl for the README's `data prepare` lines: the fetched Moby Dick (as
     scripts/fetch-data leaves it) as a text file, and its first 2000 lines as JSONL paragraphs."""
@@ -281,12 +329,18 @@ def main():
             real, here = resolve(argv, ctx), dict(ctx, env=env)
             start = time.time()
             server = argv[1:2] == ["dashboard"] and "--help" not in argv
-            ok, out = run_server(real, here) if server else run(real, here)
+            if argv[1:2] == ["serve"] and "--help" not in argv:
+                ok, out = start_serve(real, ctx)
+            else:
+                ok, out = run_server(real, here) if server else run(real, here)
             print("%-4s %5.1fs  %s: %s" % ("ok" if ok else "FAIL", time.time() - start, origin, name), flush=True)
             if not ok:
                 failures.append((origin, " ".join(shlex.quote(a) for a in real), out))
             if origin == "setup" and not ok:
                 break  # everything after needs runs/mine
+    ok, out = stop_serve(ctx)
+    if not ok:
+        failures.append(("serve", "SIGTERM to build/xtrain serve", out))
     stale = [k for k in list(SKIP) + list(LINE_SUBSTITUTIONS) if k not in used and not args.only]
     for origin, command, out in failures:
         print("\n==== FAILED (%s): %s\n%s" % (origin, command, out[-6000:]))
