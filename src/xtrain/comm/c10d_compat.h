@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "xtrain/comm/interface.h"
+
 namespace xtrain::comm::compat {
 
 using Store = c10d::Store;
@@ -37,17 +39,14 @@ inline StorePtr prefixed(const std::string& prefix, const StorePtr& store) {
   return c10::make_intrusive<c10d::PrefixStore>(prefix, store);
 }
 
-// Gloo over TCP on the interface that reaches `master_addr`: GLOO_SOCKET_IFNAME wins (as in
-// torch), loopback masters use 127.0.0.1, otherwise the host name's address.
+// Gloo over TCP on the devices interface.h chose (GLOO_SOCKET_IFNAME, loopback, or the address
+// of the route to MASTER_ADDR).
 inline GlooPtr make_gloo(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
-                         const std::string& master_addr, const char* ifname) {
+                         const std::vector<GlooDevice>& devices) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  if (ifname != nullptr && *ifname != '\0') {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  } else if (master_addr == "localhost" || master_addr.rfind("127.", 0) == 0) {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  } else {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  for (const auto& d : devices) {
+    options->devices.push_back(d.by_interface ? c10d::ProcessGroupGloo::createDeviceForInterface(d.value)
+                                              : c10d::ProcessGroupGloo::createDeviceForHostname(d.value));
   }
   options->threads = 2;  // two buckets in flight: one reducing while the next is sent
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);

@@ -256,6 +256,7 @@ std::shared_ptr<Communicator> Communicator::create(const RankInfo& info, const C
   shared->recorder = std::make_unique<ArrivalRecorder>(shared->store_mutex);
   shared->info = info;
   shared->options = options;
+  shared->gloo_devices = gloo_devices_for(info.master_addr);  // UsageError for a wrong GLOO_SOCKET_IFNAME
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
   const auto rdzv_timeout = rendezvous_timeout_s > 0
                                 ? std::chrono::milliseconds(static_cast<int64_t>(rendezvous_timeout_s * 1000))
@@ -291,10 +292,10 @@ std::shared_ptr<Communicator> Communicator::create(const RankInfo& info, const C
              impl->global_ranks);
   try {
     impl->pg = compat::make_gloo(compat::prefixed("pg/", impl->store), info.rank, info.world_size, timeout,
-                                 info.master_addr, std::getenv("GLOO_SOCKET_IFNAME"));
+                                 shared->gloo_devices);
   } catch (const std::exception& e) {
-    throw CommError(c10::str("comm: connecting the Gloo group (", info.world_size,
-                             " ranks) failed: ", first_line(e.what())));
+    throw CommError(c10::str("comm: connecting the Gloo group (", info.world_size, " ranks) on ",
+                             describe(shared->gloo_devices), " failed: ", first_line(e.what())));
   }
   return std::make_shared<Communicator>(impl);
 }
@@ -323,8 +324,7 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& wo
   g->timeout = impl_->timeout;
   if (g->size == 1) return std::make_shared<Communicator>(g);  // no group needed; collectives are local
   rendezvous(g->store, g->shared->store_mutex, g->rank, g->size, g->timeout, g->name, g->global_ranks);
-  g->pg = compat::make_gloo(compat::prefixed("pg/", g->store), g->rank, g->size, g->timeout,
-                            g->shared->info.master_addr, std::getenv("GLOO_SOCKET_IFNAME"));
+  g->pg = compat::make_gloo(compat::prefixed("pg/", g->store), g->rank, g->size, g->timeout, g->shared->gloo_devices);
   return std::make_shared<Communicator>(g);
 }
 

@@ -61,6 +61,7 @@ class ArrivalRecorder {
 struct Shared {
   RankInfo info;
   CommOptions options;
+  std::vector<GlooDevice> gloo_devices;  // chosen once (interface.h), used by every group
   compat::StorePtr store;  // TCPStore client (rank 0 also hosts the server)
   std::mutex store_mutex;  // our store traffic is serialised
   int next_group = 1;
