@@ -36,12 +36,12 @@ SUBCOMMANDS = ["train", "eval", "generate", "ckpt", "config", "dashboard", "tune
 # Normalised command (tokens joined by one space) -> why it cannot run here.
 SKIP = {
     "scripts/test": "runs the whole ctest suite, which contains this test (recursion; tens of minutes)",
-    "build/xtrain launch -N 8 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 -- train --config my.json":
-        "two machines (--nnodes 2, the master at 10.0.0.1)",
-    "build/xtrain launch -N 8 --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 -- train --config my.json":
-        "two machines (--nnodes 2, the master at 10.0.0.1)",
-    "build/xtrain launch --hostfile hosts --include node1@node2:0,1 -- train --config my.json":
-        "other machines over ssh (node1, node2 of a hostfile)",
+    "build/xtrain launch -N 2 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 -- train --config my.json --output /shared/run":
+        "node 0 of two machines: run by e2e_cluster_nodes_2 (tests/e2e/cluster/launch_paths.py) on namespace nodes",
+    "build/xtrain launch -N 2 --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 -- train --config my.json --output /shared/run":
+        "node 1 of two machines: run by e2e_cluster_nodes_2 (tests/e2e/cluster/launch_paths.py) on namespace nodes",
+    "build/xtrain launch --hostfile hosts --include node1@node2:0,1 -- train --config my.json --output /shared/run":
+        "node1, node2 over ssh: run by e2e_cluster_ssh_2 (tests/e2e/cluster/launch_paths.py) on namespace nodes",
     "srun -n 16 build/xtrain train --config my.json": "a Slurm cluster (srun, 16 ranks)",
     "mpirun -np 16 build/xtrain train --config my.json": "Open MPI's mpirun (not installed here), 16 ranks",
 }
