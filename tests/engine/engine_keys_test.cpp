@@ -1,14 +1,13 @@
 // Config keys the engine and the trainer's setup honour (issue 21, "nothing silently ignored"):
 // memory_breakdown prints the step's memory lines only when set; tensor_parallel.autotp_size is the
-// tensor-parallel size under DeepSpeed's name; checkpoint.use_node_local_storage is refused across
-// nodes; tf32.enabled sets CUDA's TF32 switches in a CUDA build.
+// tensor-parallel size under DeepSpeed's name; tf32.enabled sets CUDA's TF32 switches in a CUDA
+// build. (checkpoint.use_node_local_storage across nodes: tests/cli/node_local_test.cpp.)
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <gtest/gtest.h>
 #include <torch/utils.h>
 
 #include "xtrain/base/error.h"
-#include "xtrain/comm/rank_info.h"
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
 #include "xtrain/run/run_checks.h"
@@ -66,23 +65,6 @@ TEST(EngineKeys, AutotpSizeIsTheTensorParallelSize) {
     EXPECT_NE(m.find("tensor_parallel.size (4)"), std::string::npos) << m;
   }
   EXPECT_THROW(load(R"(, "tensor_parallel": {"autotp_size": -2})"), UsageError);
-}
-
-TEST(EngineKeys, NodeLocalStorageIsRefusedAcrossNodes) {
-  const auto on = load(R"(, "checkpoint": {"use_node_local_storage": true})");
-  comm::RankInfo one_node;
-  one_node.world_size = one_node.local_world_size = 4;
-  comm::RankInfo two_nodes = one_node;
-  two_nodes.local_world_size = 2;
-  EXPECT_NO_THROW(check_checkpoint_storage(on, one_node));
-  EXPECT_NO_THROW(check_checkpoint_storage(load(""), two_nodes));
-  try {
-    check_checkpoint_storage(on, two_nodes);
-    ADD_FAILURE() << "node-local storage accepted on two nodes";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("not supported yet: checkpoint.use_node_local_storage"), std::string::npos)
-        << e.what();
-  }
 }
 
 #ifdef XTRAIN_WITH_CUDA

@@ -8,6 +8,7 @@
 #include "xtrain/checkpoint/durable_file.h"
 #include "xtrain/checkpoint/layout.h"
 #include "xtrain/checkpoint/manifest.h"
+#include "xtrain/checkpoint/node_parts.h"
 #include "xtrain/checkpoint/store.h"
 
 namespace xtrain::checkpoint {
@@ -24,26 +25,15 @@ void hash_string(Sha256& h, const std::string& s) {
   h.update(s);
 }
 
-// (root, tag) of a tag folder, a checkpoints root, or a run directory holding checkpoints/.
-std::pair<std::string, std::string> resolve(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  if (is_regular_file(path + "/" + kManifestName)) {
-    const auto slash = path.find_last_of('/');
-    if (slash == std::string::npos) return {".", path};
-    return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-  }
-  for (const std::string& root : {path, path + "/checkpoints"}) {
-    if (!latest_tag(root).empty()) return {root, ""};
-  }
-  XTRAIN_USAGE_ERROR("checkpoint: ", path, " is neither a checkpoint folder (no ", kManifestName,
-                     "), a checkpoints root nor a run directory (no latest or checkpoints/latest)");
-}
-
 }  // namespace
 
 std::string fingerprint(const std::string& path) {
-  const auto [root, tag] = resolve(path);
+  const auto [root, tag] = resolve_path(path);
   const CheckpointReader reader(root, tag);  // verifies every checksum first
+  const auto part = node_part_info(reader);
+  XTRAIN_USAGE_CHECK(!part || part->nodes == 1, "checkpoint ", reader.dir(), " is node ", part ? part->node : 0,
+                     "'s part of ", part ? part->nodes : 0, " (checkpoint.use_node_local_storage): give every ",
+                     "node's folder (xtrain ckpt fingerprint NODE0_DIR --node NODE1_DIR ...)");
   const std::string manifest_path = reader.dir() + "/" + kManifestName;
   const Manifest manifest = Manifest::parse(read_file(manifest_path), manifest_path);
   std::vector<std::pair<std::string, at::Tensor>> all;

@@ -29,7 +29,9 @@ struct CheckpointOptions {
     v("tag_validation", tag_validation, "Ignore | Warn | Fail: at save, every rank's tag is compared; a mismatch warns or fails");
     if (!v.documenting()) tag_validation = tag_validation_mode(tag_validation);
     v("load_universal", load_universal, "accepted: xtrain checkpoints are always reshardable");
-    v("use_node_local_storage", use_node_local_storage, "local rank 0 of each node writes");
+    v("use_node_local_storage", use_node_local_storage,
+      "no shared file system: each node keeps its ranks' parts under its own --output, its local rank 0 "
+      "commits them; a resume gathers every node's part");
     v.nested("parallel_write", [&](auto& s) { s("pipeline_stage", pipeline_stage_parallel_write, "accepted for compatibility"); });
   }
   bool pipeline_stage_parallel_write = false;

@@ -81,6 +81,13 @@ CheckpointReader CheckpointReader::scoped(const std::string& prefix) const {
   return out;
 }
 
+std::string CheckpointReader::kind(const std::string& file) const {
+  const auto files = Manifest::parse(manifest_, dir_ + "/" + kManifestName).files;
+  auto it = files.find(scope_ + file);
+  XTRAIN_USAGE_CHECK(it != files.end(), "checkpoint ", dir_, " has no file ", scope_ + file);
+  return it->second.kind;
+}
+
 std::string CheckpointReader::extra_json() const {
   return Manifest::parse(manifest_, dir_ + "/" + kManifestName).extra_json;
 }

@@ -32,6 +32,12 @@ class CheckpointWriter {
   // crashed attempt at the same tag with more ranks); 0 takes every record present.
   // Committing a tag that exists replaces it.
   void commit(const std::string& extra_json = "{}", int64_t world_size = 0);
+  // A commit of the files of `ranks` only (every record when empty), by any one of them: with
+  // checkpoint.use_node_local_storage each node's local rank 0 commits its node's part under that
+  // node's own root. Otherwise as commit().
+  void commit_ranks(const std::string& extra_json, const std::vector<int64_t>& ranks);
+  // A file written as given (copied from another checkpoint): `kind` "tensors" or "text".
+  void write_bytes(const std::string& file, const std::string& bytes, const std::string& kind);
   const std::string& tag() const { return tag_; }
   // Prefixes every later file name (model-parallel ranks sharing a tag: "mp_rank_01_").
   void set_scope(std::string prefix) { scope_ = std::move(prefix); }
@@ -60,6 +66,7 @@ class CheckpointReader {
   const std::string& tag() const { return tag_; }
   const std::string& dir() const { return dir_; }
   std::string extra_json() const;  // the `extra` object given to commit()
+  std::string kind(const std::string& file) const;  // "tensors" | "text"
   // A reader of the files written under CheckpointWriter::set_scope(prefix), by their unprefixed
   // names (files() lists only those).
   CheckpointReader scoped(const std::string& prefix) const;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
@@ -32,13 +33,16 @@ int64_t parse_rank_record(const std::string& name) {
   return -1;
 }
 
-// The merged file table of every rank's record (of ranks < world_size when world_size > 0).
-FileTable collect_records(const std::string& tmp_dir, int64_t world_size) {
+// The merged file table of the records of `ranks` (every record present when empty); each of
+// those ranks must have finished. Records of other ranks (another node's, or a crashed attempt's
+// with more ranks) are ignored.
+FileTable collect_records(const std::string& tmp_dir, const std::vector<int64_t>& ranks) {
+  const std::set<int64_t> wanted(ranks.begin(), ranks.end());
   std::set<int64_t> seen;
   FileTable files;
   for (const auto& entry : fs::directory_iterator(tmp_dir)) {
     const int64_t rank = parse_rank_record(entry.path().filename().string());
-    if (rank < 0 || (world_size > 0 && rank >= world_size)) continue;
+    if (rank < 0 || (!wanted.empty() && wanted.count(rank) == 0)) continue;
     seen.insert(rank);
     const std::string where = entry.path().string();
     for (const auto& [name, e] : file_table_from_json(read_file(where), where)) {
@@ -50,8 +54,8 @@ FileTable collect_records(const std::string& tmp_dir, int64_t world_size) {
       files[name] = e;
     }
   }
-  for (int64_t r = 0; r < world_size; ++r) {
-    TORCH_CHECK(seen.count(r), "checkpoint: rank ", r, " of ", world_size, " did not call finish_rank() before commit() (",
+  for (int64_t r : wanted) {
+    TORCH_CHECK(seen.count(r), "checkpoint: rank ", r, " of ", ranks.size(), " did not call finish_rank() before commit() (",
                 tmp_dir, ")");
   }
   return files;
@@ -133,8 +137,24 @@ void CheckpointWriter::finish_rank() {
   finished_ = true;
 }
 
+void CheckpointWriter::write_bytes(const std::string& file, const std::string& bytes, const std::string& kind) {
+  TORCH_CHECK(!finished_ && !committed_, "checkpoint: write_bytes('", file, "') after finish_rank()");
+  TORCH_CHECK(kind == "tensors" || kind == "text", "checkpoint: unknown file kind '", kind, "' for ", file);
+  const std::string name = scope_ + file;
+  check_file_name(name);
+  for (const Record& r : records_) TORCH_CHECK(r.file != name, "checkpoint: file '", name, "' written twice");
+  const FileDigest d = write_durable(tmp_dir_ + "/" + name, bytes);
+  records_.push_back({name, d.sha256, kind, d.bytes});
+}
+
 void CheckpointWriter::commit(const std::string& extra_json, int64_t world_size) {
   TORCH_CHECK(rank_ == 0, "checkpoint: commit() is rank 0's, called on rank ", rank_);
+  std::vector<int64_t> ranks;
+  for (int64_t r = 0; r < world_size; ++r) ranks.push_back(r);
+  commit_ranks(extra_json, ranks);
+}
+
+void CheckpointWriter::commit_ranks(const std::string& extra_json, const std::vector<int64_t>& ranks) {
   TORCH_CHECK(!committed_, "checkpoint: tag ", tag_, " committed twice");
   nlohmann::json extra;
   try {
@@ -148,7 +168,7 @@ void CheckpointWriter::commit(const std::string& extra_json, int64_t world_size)
     Manifest m;
     m.tag = tag_;
     m.extra_json = extra.dump();
-    m.files = collect_records(tmp_dir_, world_size);
+    m.files = collect_records(tmp_dir_, ranks);
     remove_unlisted(tmp_dir_, m.files);
     m.seq = next_seq(root_);
     write_durable(tmp_dir_ + "/" + kManifestName, m.to_json());

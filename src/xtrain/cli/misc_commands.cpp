@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "xtrain/checkpoint/node_parts.h"
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/base/error.h"
@@ -28,6 +29,23 @@ std::pair<std::string, std::string> resolve_checkpoint(std::string path) {
   }
   XTRAIN_USAGE_ERROR("ckpt: ", path, " is neither a checkpoint folder, a checkpoints root nor a run directory");
 }
+
+// `consolidate PATH OUT [--node PATH]...`: node-local parts are gathered into a temporary folder first.
+std::string consolidate_nodes(const std::string& in, const std::vector<std::string>& nodes, const std::string& out) {
+  const auto [root, tag] = resolve_checkpoint(in);
+  if (nodes.empty()) return write_merged_checkpoint(checkpoint::CheckpointReader(root, tag), out);
+  std::vector<checkpoint::CheckpointReader> parts{checkpoint::CheckpointReader(root, tag)};
+  for (const auto& n : nodes) {
+    const auto [r, t] = resolve_checkpoint(n);
+    parts.emplace_back(r, t);
+  }
+  const std::string tmp = out + "/.gather-nodes";
+  std::filesystem::remove_all(tmp);
+  checkpoint::gather_node_parts(parts, tmp);
+  const std::string written = write_merged_checkpoint(checkpoint::CheckpointReader(tmp, parts.front().tag()), out);
+  std::filesystem::remove_all(tmp);
+  return written;
+}
 }  // namespace
 
 Command add_ckpt(CLI::App& app) {
@@ -36,19 +54,23 @@ Command add_ckpt(CLI::App& app) {
   auto* fp = cmd->add_subcommand("fingerprint", "One hex digest over every model and optimizer tensor");
   auto path = std::make_shared<std::string>();
   fp->add_option("path", *path, "a run directory, a checkpoints folder, or one checkpoint tag folder")->required();
+  auto nodes = std::make_shared<std::vector<std::string>>();  // checkpoint.use_node_local_storage
+  fp->add_option("--node", *nodes, "another node's folder of the same checkpoint (node-local storage)");
   auto* cons = cmd->add_subcommand("consolidate", "One full fp32 checkpoint from a sharded one (ZeRO "
                                                   "partitions, tensor/pipeline-parallel ranks), loadable by a single "
                                                   "process (DeepSpeed's zero_to_fp32, Megatron's checkpoint merge)");
   auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
   cons->add_option("path", *in, "a run directory, a checkpoints folder, or one checkpoint tag folder")->required();
   cons->add_option("out", *out, "checkpoints folder to write (the same tag, plus `latest`)")->required();
-  return {cmd, [path, cons, in, out] {
+  cons->add_option("--node", *nodes, "another node's folder of the same checkpoint (checkpoint.use_node_local_storage: "
+                                     "give every node's run directory)");
+  return {cmd, [path, cons, in, out, nodes] {
             if (cons->parsed()) {
-              const auto [root, tag] = resolve_checkpoint(*in);
-              std::cout << write_merged_checkpoint(checkpoint::CheckpointReader(root, tag), *out) << std::endl;
+              std::cout << consolidate_nodes(*in, *nodes, *out) << std::endl;
               return 0;
             }
-            std::cout << checkpoint::fingerprint(*path) << std::endl;
+            nodes->insert(nodes->begin(), *path);
+            std::cout << checkpoint::fingerprint_nodes(*nodes) << std::endl;
             return 0;
           }};
 }

@@ -242,7 +242,7 @@ const std::vector<KeyStatus> kTable = {
     {"tensor_parallel.autotp_size", H, "EngineKeys.AutotpSizeIsTheTensorParallelSize"},
     {"checkpoint.tag_validation", H, "TagValidation.TwoRanksSavingDifferentTagsFailWarnOrPass"},
     {"checkpoint.load_universal", N, "xtrain checkpoints always load at any parallel layout"},
-    {"checkpoint.use_node_local_storage", N, "on one node every rank shares the file system, so there is no node-local copy to make (on several nodes it is refused: not supported yet)"},
+    {"checkpoint.use_node_local_storage", H, "NodeLocal.EachNodeKeepsItsPartAndAResumeGathersThem"},
     {"checkpoint.parallel_write.pipeline_stage", N, "every rank writes its own shard already"},
     // xtrain
     {"xtrain.model.type", H, "Factory.ForwardCallableRunsEachModel"},

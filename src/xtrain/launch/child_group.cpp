@@ -173,6 +173,7 @@ class Supervisor {
     for (;;) {
       poll_once();
       reap();
+      ask_watch();
       escalate();
       if (running() == 0) {
         if (drain_until == Clock::time_point{}) drain_until = Clock::now() + std::chrono::milliseconds(500);
@@ -262,12 +263,27 @@ class Supervisor {
       if (e.code != 0 && !outcome_.failed && !outcome_.interrupted && !stopping_) {
         outcome_.failed = true;
         outcome_.first_failure = e;
-        stopping_ = true;
-        signal_all(kids_, SIGTERM);
-        stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(options_.grace_seconds));
+        stop_all();
       }
     }
+  }
+
+  // Another node's failure (options_.watch) stops this node's ranks like a failing rank would.
+  void ask_watch() {
+    if (!options_.watch || stopping_ || outcome_.interrupted || running() == 0) return;
+    const std::string why = options_.watch();
+    if (why.empty()) return;
+    outcome_.failed = true;
+    outcome_.first_failure = ChildExit{-1, 1, 0, 0};
+    outcome_.stopped_because = why;
+    stop_all();
+  }
+
+  void stop_all() {
+    stopping_ = true;
+    signal_all(kids_, SIGTERM);
+    stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.grace_seconds));
   }
 
   void escalate() {

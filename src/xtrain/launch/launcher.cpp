@@ -12,12 +12,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/threads.h"
 #include "xtrain/launch/child_group.h"
+#include "xtrain/launch/peers.h"
 #include "xtrain/launch/rank_plan.h"
 #include "xtrain/launch/remote.h"
 
@@ -78,16 +81,57 @@ std::vector<std::string> python_command() {
   return {python && *python ? python : "/usr/bin/python3"};
 }
 
+int nproc_of(const LaunchOptions& o) { return o.nproc_per_node > 0 ? o.nproc_per_node : 1; }
+
 RankPlan make_plan(const LaunchOptions& o) {
   if (!o.hostfile.empty()) {
     XTRAIN_USAGE_CHECK(o.node_rank == 0, "launch: --node-rank is for one launcher per node; with --hostfile one",
                        " launcher starts every host");
+    XTRAIN_USAGE_CHECK(o.max_nnodes == 0, "launch: --nnodes MIN:MAX is for one launcher per node (--node-rank); ",
+                       "with --hostfile give --nnodes N");
     const auto nodes = select_slots(read_hostfile(o.hostfile), o.include, o.exclude, o.nnodes, o.nproc_per_node);
     return plan_hosts(nodes, o.master_addr, o.master_port);
   }
   XTRAIN_USAGE_CHECK(o.include.empty() && o.exclude.empty(), "launch: --include/--exclude need --hostfile");
-  return plan_node(o.nproc_per_node > 0 ? o.nproc_per_node : 1, o.nnodes > 0 ? o.nnodes : 1, o.node_rank,
+  return plan_node(nproc_of(o), o.nnodes > 0 ? o.nnodes : 1, o.node_rank,
                    o.master_addr.empty() ? "127.0.0.1" : o.master_addr, o.master_port);
+}
+
+// One launcher per node on several nodes: the launchers know of each other (launch/peers.h).
+bool uses_peers(const LaunchOptions& o) { return o.hostfile.empty() && (o.max_nnodes > 0 || o.nnodes > 1); }
+
+std::unique_ptr<Peers> make_peers(const LaunchOptions& o) {
+  if (!uses_peers(o)) return nullptr;
+  XTRAIN_USAGE_CHECK(!o.master_addr.empty(), "launch: --nnodes ", o.nnodes, o.max_nnodes ? c10::str(":", o.max_nnodes) : "",
+                     " needs --master-addr: the address of node 0 that every node can reach");
+  XTRAIN_USAGE_CHECK(o.master_port < 65535, "launch: --master-port must be < 65535 with several nodes (the ",
+                     "launchers' store listens on --master-port + 1), got ", o.master_port);
+  XTRAIN_USAGE_CHECK(o.heartbeat_timeout > 0, "launch: --heartbeat-timeout must be > 0, got ", o.heartbeat_timeout);
+  const int nodes = o.max_nnodes > 0 ? o.max_nnodes : o.nnodes;
+  XTRAIN_USAGE_CHECK(o.node_rank < nodes, "launch: --node-rank ", o.node_rank, " must be in [0, ", nodes, ")");
+  PeerOptions p;
+  p.master_addr = o.master_addr;
+  p.port = o.master_port + 1;
+  p.host = o.node_rank == 0;
+  p.timeout_seconds = o.heartbeat_timeout;
+  p.heartbeat_seconds = std::min(0.5, o.heartbeat_timeout / 4);
+  p.join_timeout_seconds = o.join_timeout;
+  p.id = launcher_id();
+  return std::make_unique<Peers>(p);
+}
+
+// The plan of the next start: one launcher for everything, a fixed node of several, or this node's
+// place in an elastic round (nullopt: the run finished before this launcher could join).
+std::optional<RankPlan> next_plan(const LaunchOptions& o, Peers* peers, int& round) {
+  if (!peers) return make_plan(o);
+  if (o.max_nnodes == 0) {
+    const Membership m = peers->join_fixed(round, o.node_rank, o.nnodes);
+    return plan_node(nproc_of(o), m.nnodes, m.node_rank, o.master_addr, o.master_port);
+  }
+  const auto m = peers->join_elastic(round, o.nnodes, o.max_nnodes);
+  if (!m) return std::nullopt;
+  round = m->round;
+  return plan_node(nproc_of(o), m->nnodes, m->node_rank, o.master_addr, o.master_port);
 }
 
 // Variables a remote rank gets besides its rank variables (ssh does not carry our environment).
@@ -162,33 +206,65 @@ std::string latest_checkpoint(const std::string& run_dir) {
   return tag;
 }
 
+namespace {
+
+std::string membership_change(const RankPlan& before, const RankPlan& now) {
+  if (before.nnodes == now.nnodes && before.ranks.front().node_rank == now.ranks.front().node_rank) return "";
+  return c10::str("; the group re-formed: ", now.nnodes, now.nnodes == 1 ? " node" : " nodes", " (was ",
+                  before.nnodes, "), world size ", now.world_size, " (was ", before.world_size, "), this is node ",
+                  now.ranks.front().node_rank, " (was ", before.ranks.front().node_rank, ")");
+}
+
+std::string failure_reason(const GroupOutcome& outcome) {
+  if (!outcome.stopped_because.empty()) return "stopped this node's ranks: " + outcome.stopped_because;
+  const auto& f = outcome.first_failure;
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", f.seconds);
+  return c10::str("rank ", f.rank, " ", describe_exit(f), " after ", secs, " s");
+}
+
+}  // namespace
+
 int launch(const LaunchOptions& o) {
   XTRAIN_USAGE_CHECK(!o.args.empty(), "launch: give the command after --, e.g. xtrain launch --nproc-per-node 2 --",
                      " train --config ds_config.json");
   XTRAIN_USAGE_CHECK(o.max_restarts >= 0, "launch: --max-restarts must be >= 0, got ", o.max_restarts);
-  const RankPlan plan = make_plan(o);
+  if (!uses_peers(o)) (void)make_plan(o);  // usage errors before anything starts
   const auto run_dir = output_dir_of(o.args);
   XTRAIN_USAGE_CHECK(o.max_restarts == 0 || run_dir, "launch: --max-restarts needs the train command's --output",
                      " RUN_DIR: a restart resumes from RUN_DIR/checkpoints/latest");
   std::vector<std::string> command{o.program.empty() ? self_executable() : o.program};
   if (o.program.empty() && is_python_script(o.args.front())) command = python_command();
   command.insert(command.end(), o.args.begin(), o.args.end());
-  say(o.err_fd, describe_plan(plan));
-  for (int attempt = 0;; ++attempt) {
-    const auto outcome = run_group(build_children(plan, command, attempt), {o.grace_seconds, o.out_fd, o.err_fd});
+  const auto peers = make_peers(o);
+  int round = peers && o.max_nnodes > 0 ? peers->next_round() : 0;
+  std::optional<RankPlan> previous;
+  for (int attempt = 0;; ++attempt, ++round) {
+    const auto plan = next_plan(o, peers.get(), round);
+    if (!plan) {
+      say(o.err_fd, "the run finished before a restart let this node join");
+      return 0;
+    }
+    say(o.err_fd, describe_plan(*plan) + (previous ? membership_change(*previous, *plan) : std::string()));
+    previous = plan;
+    GroupOptions group{o.grace_seconds, o.out_fd, o.err_fd, nullptr};
+    if (peers) group.watch = [&peers] { return peers->check(); };
+    const auto outcome = run_group(build_children(*plan, command, attempt), group);
     if (outcome.interrupted) {
+      if (peers) peers->report_failure("its launcher was interrupted");
       say(o.err_fd, c10::str("interrupted by SIG", ::sigabbrev_np(outcome.interrupt_signal), "; every rank stopped"));
       return 128 + outcome.interrupt_signal;
     }
-    if (!outcome.failed) return 0;
-    const auto& f = outcome.first_failure;
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.1f", f.seconds);
-    const std::string why = c10::str("rank ", f.rank, " ", describe_exit(f), " after ", secs, " s");
+    if (!outcome.failed) {
+      if (peers) peers->finish();
+      return 0;
+    }
+    const std::string why = failure_reason(outcome);
+    if (peers) peers->report_failure(why);
     if (attempt >= o.max_restarts) {
       say(o.err_fd, why + (o.max_restarts ? c10::str("; no restarts left (--max-restarts ", o.max_restarts, ")")
                                           : std::string("; the other ranks were stopped")));
-      return f.code;
+      return outcome.first_failure.rank >= 0 ? outcome.first_failure.code : 1;
     }
     const std::string tag = latest_checkpoint(*run_dir);
     say(o.err_fd, c10::str(why, "; the other ranks were stopped; restart ", attempt + 1, "/", o.max_restarts,

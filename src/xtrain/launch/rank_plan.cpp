@@ -15,8 +15,6 @@ RankPlan plan_node(int nproc_per_node, int nnodes, int node_rank, const std::str
                      " must be in [0, --nnodes=", nnodes, ")");
   XTRAIN_USAGE_CHECK(master_port > 0 && master_port < 65536, "launch: --master-port must be in 1..65535, got ",
                      master_port);
-  XTRAIN_USAGE_CHECK(nnodes == 1 || !is_local_host(master_addr), "launch: --nnodes ", nnodes,
-                     " needs --master-addr: the address of node 0 that every node can reach");
   RankPlan p;
   p.world_size = nproc_per_node * nnodes;
   p.nnodes = nnodes;

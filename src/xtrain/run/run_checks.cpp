@@ -134,13 +134,6 @@ void check_monitor(const config::Config& c) {
 
 }  // namespace
 
-void check_checkpoint_storage(const config::Config& config, const comm::RankInfo& rank) {
-  XTRAIN_USAGE_CHECK(!config.checkpoint.use_node_local_storage || rank.local_world_size >= rank.world_size,
-                     "not supported yet: checkpoint.use_node_local_storage on more than one node (this run has ",
-                     rank.world_size, " ranks, ", rank.local_world_size, " on this node); every rank needs one "
-                     "shared checkpoint folder: remove the key");
-}
-
 void check_run_config(const config::Config& c) {
   std::vector<std::string> errors;
   using Check = std::function<void(const config::Config&)>;

@@ -9,11 +9,6 @@
 
 namespace xtrain {
 
-// checkpoint.use_node_local_storage: on one node every rank shares the file system, so the key
-// changes nothing; across nodes it is refused (not supported yet). Node count from RankInfo's
-// local world size.
-void check_checkpoint_storage(const config::Config& config, const comm::RankInfo& rank);
-
 // Throws one UsageError listing every problem (each naming its key); returns if there is none.
 void check_run_config(const config::Config& config);
 

@@ -79,7 +79,6 @@ TrainResult train(const TrainRequest& request) {
   log::configure(ls);
   std::string run_dir = request.resume && request.output.empty() ? run_to_resume(request) : request.output;
   const auto loaded = load_checked(request, run_dir, /*log_notes=*/true);
-  check_checkpoint_storage(loaded.config, rank);
   auto group = join_group(rank, loaded.config);
   run_dir = open_run_dir(run_dir, request, loaded.config, rank, *group);
   set_threads(loaded.config);
