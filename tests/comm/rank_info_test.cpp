@@ -30,7 +30,7 @@ TEST(RankInfo, TorchrunWinsOverSlurmAndDefaultsLocalToGlobal) {
 }
 
 TEST(RankInfo, SlurmVariables) {
-  const EnvMap env{{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "7"},
+  const EnvMap env{{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "7"}, {"SLURM_STEP_ID", "0"},
                    {"SLURM_LOCALID", "0"},         {"SLURM_NODEID", "2"},
                    {"SLURM_TASKS_PER_NODE", "2(x2),3"}, {"SLURM_JOB_NODELIST", "gpu-[003-005,009]"},
                    {"SLURM_LAUNCH_NODE_IPADDR", "10.1.1.1"}, {"SLURM_JOB_ID", "123456"}};
@@ -52,6 +52,25 @@ TEST(RankInfo, SlurmVariables) {
   auto no_list = env;
   no_list.erase("SLURM_JOB_NODELIST");
   EXPECT_EQ(rank_info_from_env(no_list).master_addr, "10.1.1.1");
+  // The step's node list wins over the job's (a step on part of the allocation).
+  auto step = env;
+  step["SLURM_STEP_NODELIST"] = "node[2-3]";
+  EXPECT_EQ(rank_info_from_env(step).master_addr, "node2");
+}
+
+// sbatch's script (as `env` printed it in a 2-node, 4-task job): no step id, so it is not a rank.
+TEST(RankInfo, SlurmBatchScriptIsNotARank) {
+  EnvMap batch{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"},
+               {"SLURM_TASKS_PER_NODE", "2(x2)"}, {"SLURM_JOB_NODELIST", "node[0-1]"}};
+  try {
+    rank_info_from_env(batch);
+    ADD_FAILURE() << "the batch script was read as rank 0 of 4";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("start the ranks with srun"), std::string::npos) << e.what();
+  }
+  batch["SLURM_STEP_ID"] = "0";
+  EXPECT_EQ(rank_info_from_env(batch).world_size, 4);
+  EXPECT_EQ(rank_info_from_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).world_size, 1);
 }
 
 TEST(RankInfo, SlurmCompressedLists) {
@@ -78,6 +97,43 @@ TEST(RankInfo, OpenMpiVariables) {
   EXPECT_THROW(rank_info_from_env({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
                UsageError);
+}
+
+// Across nodes without MASTER_ADDR the master is mpirun's host, read from the URI Open MPI 4.1 gives
+// every process (values as `mpirun -np 4 --host node0:2,node1:2 env` printed them).
+TEST(RankInfo, OpenMpiMasterDefaultsToTheHostOfMpirun) {
+  const std::string hnp = "1184432128.0;tcp://10.203.0.1:41173";
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "2"},         {"OMPI_COMM_WORLD_SIZE", "4"},
+             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+             {"OMPI_MCA_ess_base_jobid", "1184432129"}, {"OMPI_MCA_orte_hnp_uri", hnp},
+             {"OMPI_MCA_orte_local_daemon_uri", "1184432128.1;tcp://10.203.0.2:57327"}};
+  const auto r = rank_info_from_env(env);
+  EXPECT_EQ(r.master_addr, "10.203.0.1");
+  EXPECT_EQ(r.master_port, 29500 + 8073);  // job family 1184432129 >> 16 = 18073
+  // Rank 0 on mpirun's host: its local daemon is mpirun itself.
+  env["OMPI_COMM_WORLD_RANK"] = "0";
+  env["OMPI_MCA_orte_local_daemon_uri"] = hnp;
+  EXPECT_EQ(rank_info_from_env(env).master_addr, "10.203.0.1");
+  // Rank 0 elsewhere (mpirun on a login node): no default, the error says what to pass.
+  env["OMPI_MCA_orte_local_daemon_uri"] = "1184432128.1;tcp://10.203.0.2:57327";
+  try {
+    rank_info_from_env(env);
+    ADD_FAILURE() << "rank 0 away from mpirun's host was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("-x MASTER_ADDR="), std::string::npos) << e.what();
+  }
+  env["MASTER_ADDR"] = "node0";
+  env["MASTER_PORT"] = "1234";
+  const auto explicit_master = rank_info_from_env(env);
+  EXPECT_EQ(explicit_master.master_addr, "node0");
+  EXPECT_EQ(explicit_master.master_port, 1234);
+}
+
+TEST(RankInfo, OpenMpiHnpUri) {
+  EXPECT_EQ(openmpi_hnp_address("1184432128.0;tcp://192.0.2.2:55365;tcp6://[fd00::2]:42511"), "192.0.2.2");
+  EXPECT_EQ(openmpi_hnp_address("7.0;tcp://10.0.0.1,172.17.0.1:4567"), "10.0.0.1");
+  EXPECT_THROW(openmpi_hnp_address("7.0;tcp6://[fd00::2]:4"), UsageError);
+  EXPECT_THROW(openmpi_hnp_address("7.0;tcp://:4"), UsageError);
 }
 
 TEST(RankInfo, SingleProcessWhenNothingIsSet) {

@@ -42,8 +42,10 @@ SKIP = {
         "node 1 of two machines: run by e2e_cluster_nodes_2 (tests/e2e/cluster/launch_paths.py) on namespace nodes",
     "build/xtrain launch --hostfile hosts --include node1@node2:0,1 -- train --config my.json --output /shared/run":
         "node1, node2 over ssh: run by e2e_cluster_ssh_2 (tests/e2e/cluster/launch_paths.py) on namespace nodes",
-    "srun -n 16 build/xtrain train --config my.json": "a Slurm cluster (srun, 16 ranks)",
-    "mpirun -np 16 build/xtrain train --config my.json": "Open MPI's mpirun (not installed here), 16 ranks",
+    "srun -N 2 -n 4 build/xtrain train --config my.json":
+        "a Slurm cluster: run by e2e_cluster_slurm (tests/e2e/cluster/test_slurm.py) on namespace nodes",
+    "mpirun -np 4 --host node0:2,node1:2 build/xtrain train --config my.json":
+        "node0 and node1: run by e2e_cluster_mpirun (tests/e2e/cluster/test_mpirun.py) on namespace nodes",
 }
 # README's "Use xtrain as a library": run, in this order and with these words, by e2e_examples
 # (tests/e2e/examples.py reads the same block), against an install into build/_install.

@@ -61,6 +61,13 @@ RankInfo from_torchrun(const EnvMap& env) {
 }
 
 RankInfo from_slurm(const EnvMap& env) {
+  // sbatch's script itself has SLURM_PROCID=0 and the job's SLURM_NTASKS but is no task (no step id):
+  // reading it as rank 0 of N would wait for ranks that never start.
+  XTRAIN_USAGE_CHECK(find(env, "SLURM_STEP_ID") || find(env, "SLURM_STEPID") ||
+                         get_int(env, "SLURM_NTASKS", get_int(env, "SLURM_NPROCS", 1)) <= 1,
+                     "SLURM_PROCID is set without SLURM_STEP_ID: this is the batch script of a Slurm job with ",
+                     get_str(env, "SLURM_NTASKS", get_str(env, "SLURM_NPROCS", "?")),
+                     " tasks, not one of its tasks; start the ranks with srun (srun build/xtrain train ...)");
   RankInfo r;
   r.source = "slurm";
   r.rank = get_int(env, "SLURM_PROCID", 0);
@@ -89,6 +96,23 @@ RankInfo from_slurm(const EnvMap& env) {
   return r;
 }
 
+// mpirun without MASTER_ADDR: one node is 127.0.0.1; across nodes the master is the host mpirun runs on
+// (its first address in OMPI_MCA_orte_hnp_uri), which holds rank 0 when mpirun is started on the first
+// host of --host/--hostfile. Rank 0 checks that: its local daemon is mpirun itself only on that host.
+std::string openmpi_master(const EnvMap& env, const RankInfo& r) {
+  if (const std::string* addr = find(env, "MASTER_ADDR")) return *addr;
+  if (r.local_world_size == r.world_size) return "127.0.0.1";
+  const std::string* hnp = find(env, "OMPI_MCA_orte_hnp_uri");
+  XTRAIN_USAGE_CHECK(hnp, "mpirun over several nodes without OMPI_MCA_orte_hnp_uri (Open MPI 5?): set MASTER_ADDR "
+                     "(e.g. mpirun -x MASTER_ADDR=<first host>)");
+  const std::string* local = find(env, "OMPI_MCA_orte_local_daemon_uri");
+  XTRAIN_USAGE_CHECK(r.rank != 0 || (local && *local == *hnp),
+                     "mpirun over several nodes: rank 0 does not run on the host where mpirun runs, so MASTER_ADDR "
+                     "has no default; start mpirun on the first host of --host/--hostfile or pass "
+                     "-x MASTER_ADDR=<rank 0's host>");
+  return openmpi_hnp_address(*hnp);
+}
+
 RankInfo from_openmpi(const EnvMap& env) {
   RankInfo r;
   r.source = "openmpi";
@@ -96,10 +120,11 @@ RankInfo from_openmpi(const EnvMap& env) {
   r.world_size = get_int(env, "OMPI_COMM_WORLD_SIZE", 1);
   r.local_rank = get_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
   r.local_world_size = get_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", r.world_size);
-  r.master_addr = get_str(env, "MASTER_ADDR", "127.0.0.1");
-  r.master_port = get_int(env, "MASTER_PORT", kDefaultMasterPort);
-  XTRAIN_USAGE_CHECK(r.local_world_size == r.world_size || find(env, "MASTER_ADDR"),
-                     "mpirun over several nodes: set MASTER_ADDR (e.g. mpirun -x MASTER_ADDR=<first host>)");
+  r.master_addr = openmpi_master(env, r);
+  // One port per mpirun (its job family, the upper 16 bits of the job id), as for Slurm jobs.
+  const std::string* job = find(env, "OMPI_MCA_ess_base_jobid");
+  const long family = job ? (std::strtol(job->c_str(), nullptr, 10) >> 16) : 0;
+  r.master_port = get_int(env, "MASTER_PORT", kDefaultMasterPort + static_cast<int>(family % 10000));
   validate(r, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
   return r;
 }
@@ -151,6 +176,18 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_index) {
   }
   XTRAIN_USAGE_ERROR("SLURM_TASKS_PER_NODE '", tasks_per_node, "' lists ", node, " nodes; SLURM_NODEID is ",
                      node_index);
+}
+
+std::string openmpi_hnp_address(const std::string& uri) {
+  // "<jobid>.<vpid>;tcp://<addr>[,<addr>...]:<port>[;tcp6://...]"
+  const auto tcp = uri.find("tcp://");
+  XTRAIN_USAGE_CHECK(tcp != std::string::npos, "OMPI_MCA_orte_hnp_uri '", uri,
+                     "' names no tcp:// address; set MASTER_ADDR (mpirun -x MASTER_ADDR=<first host>)");
+  const std::string rest = uri.substr(tcp + 6);
+  const auto stop = rest.find_first_of(",:;");
+  XTRAIN_USAGE_CHECK(stop != 0 && stop != std::string::npos, "OMPI_MCA_orte_hnp_uri '", uri,
+                     "': cannot read mpirun's address; set MASTER_ADDR");
+  return rest.substr(0, stop);
 }
 
 std::string slurm_first_host(const std::string& nodelist) {

@@ -30,6 +30,9 @@ RankInfo rank_info_from_env(const EnvMap& env);
 RankInfo rank_info_from_env();  // this process's environment
 EnvMap current_environment();
 
+// Open MPI 4's OMPI_MCA_orte_hnp_uri "123.0;tcp://10.0.0.1,10.1.0.1:4567" -> "10.0.0.1" (mpirun's host).
+std::string openmpi_hnp_address(const std::string& uri);
+
 // Slurm's compressed lists, exposed for tests.
 // SLURM_TASKS_PER_NODE "2(x3),1" -> tasks on node `node_index` (2 for nodes 0-2, 1 for node 3).
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_index);
