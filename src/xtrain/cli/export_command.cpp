@@ -3,7 +3,8 @@
 // run's model (or its compressed version, <run>/compressed/ when present: pruned shapes, the
 // distilled student, the int8 plan) as an ONNX file (opset 17, IR 8; export/onnx/onnx_export.h).
 // --int8 writes QDQ: with the compressed folder's quant.json when there is one, else after a
-// static calibration on N training batches. Thin: the work is in compress/ and export/.
+// static calibration on N training batches. Both forms save the run's tokenizer into tokenizer/ beside the
+// output (export_run_tokenizer). Thin: the work is in compress/ and export/.
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -79,6 +80,7 @@ int run_export(const ExportArgs& a) {
   } else {
     graph = std::make_shared<compress::Graph>(compress::trace(*model.module, hints));
   }
+  export_run_tokenizer(a.run_dir, cfg, a.onnx);  // first: a refused tokenizer folder leaves no half export
   onnx_export::ExportOptions o;
   o.int8 = a.int8;
   const auto r = onnx_export::export_onnx(*graph, plan.get(), a.onnx, o);
