@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Slurm launching `xtrain train` across network-namespace nodes (issue 23).
 
-A 3-node cluster with munged, slurmctld and one slurmd per node started by the test
+A 2-node cluster with munged, slurmctld and one slurmd per node started by the test
 (slurm_cluster.py; proctrack/linuxproc, no cgroups). Then, from node0:
   - the README's `srun -N 2 -n 4 build/xtrain train --config my.json` (2 nodes x 2 ranks),
-  - `sbatch` of a script (polled with scontrol: sbatch --wait polls every few seconds) that runs `srun build/xtrain train` on 3 nodes x 2 ranks,
-each reaching the `xtrain ckpt fingerprint` of one process on the global batch. Every rank reads
+  - `sbatch` of a script (polled with scontrol: sbatch --wait polls every few seconds) that runs
+    `srun build/xtrain train` on the same 2 nodes x 2 ranks (3 nodes: test_mpirun.py),
+each equal to the same ranks on one machine (fingerprint, bit for bit) and to one process on the
+global batch (losses, to rounding): mpi_slurm_common.reference(). Every rank reads
 SLURM_PROCID/NTASKS/LOCALID and takes the master from the first host of SLURM_STEP_NODELIST (node0)
 with no MASTER_ADDR given; and a batch script that runs xtrain without srun is refused by name
 instead of waiting for ranks that never start. Exit 77 (SKIP) with the daemon's log line where
@@ -25,8 +27,7 @@ from slurm_cluster import SlurmCluster
 README_PREFIX = "srun -N 2 -n 4 "
 
 
-def run_srun(s, xtrain, scratch, line):
-    expected = common.reference(xtrain, scratch, 4)
+def run_srun(s, xtrain, scratch, line, expected):
     run = os.path.join(scratch, "srun")
     argv = [xtrain if a == "build/xtrain" else common.write_config(scratch) if a == "my.json" else a
             for a in shlex.split(line)] + ["--output", run]
@@ -42,7 +43,7 @@ def sbatch(s, scratch, name, body):
     script = os.path.join(scratch, f"{name}.sh")
     log = os.path.join(scratch, f"{name}.out")
     with open(script, "w") as f:
-        f.write(f"#!/bin/sh\n#SBATCH -N 3\n#SBATCH -n 6\n#SBATCH -o {log}\n{body}\n")
+        f.write(f"#!/bin/sh\n#SBATCH -N 2\n#SBATCH -n 4\n#SBATCH -o {log}\n{body}\n")
     print(f"node0$ sbatch {script}   # {body}", flush=True)
     r = s.run(0, ["sbatch", "--parsable", script], timeout=30, cwd=scratch, env_extra=common.RANK_ENV)
     if r.returncode != 0:
@@ -52,15 +53,14 @@ def sbatch(s, scratch, name, body):
         return code, f"job {state}, exit code {code}\n" + f.read()
 
 
-def run_sbatch(s, xtrain, scratch):
-    expected = common.reference(xtrain, scratch, 6)
+def run_sbatch(s, xtrain, scratch, expected):
     run = os.path.join(scratch, "sbatch")
     config = common.write_config(scratch)
     code, out = sbatch(s, scratch, "train", f"srun {xtrain} train --config {config} --output {run}")
     if code != 0:
         raise AssertionError(f"sbatch --wait exited {code}:\n{out[-6000:]}\n{s.daemon_errors()}")
-    common.check_run("sbatch: srun on 3 nodes x 2", out, xtrain, run, expected, 6, "slurm")
-    # Without srun the script itself is no rank: a clear error, not a wait for 6 ranks.
+    common.check_run("sbatch: srun on 2 nodes x 2", out, xtrain, run, expected, 4, "slurm")
+    # Without srun the script itself is no rank: a clear error, not a wait for 4 ranks.
     code, out = sbatch(s, scratch, "nosrun", f"{xtrain} train --config {config} --output {run}-nosrun")
     if code == 0 or "start the ranks with srun" not in out:
         raise AssertionError(f"xtrain train in a batch script without srun: exit {code}, expected the "
@@ -69,9 +69,10 @@ def run_sbatch(s, xtrain, scratch):
 
 
 def body(xtrain, line, scratch):
-    with common.Cluster(nodes=3) as c, SlurmCluster(c) as s:
-        run_srun(s, xtrain, scratch, line)
-        run_sbatch(s, xtrain, scratch)
+    expected = common.reference(xtrain, scratch, 4)  # both runs: 2 nodes x 2 ranks
+    with common.Cluster(nodes=2) as c, SlurmCluster(c) as s:
+        run_srun(s, xtrain, scratch, line, expected)
+        run_sbatch(s, xtrain, scratch, expected)
 
 
 def main():
