@@ -24,11 +24,11 @@ std::string load_error(const std::string& text) {
 }
 
 TEST(OptimizerRegistry, BuiltinsSpellingsAndTraits) {
-  EXPECT_EQ(optim::optimizer_names(), (std::vector<std::string>{"Adam", "AdamW", "Lamb", "SGD"}));
+  EXPECT_EQ(optim::optimizer_names(), (std::vector<std::string>{"Adam", "AdamW", "Lamb", "SGD", "LBFGS"}));
   EXPECT_EQ(config::load_text(R"({"optimizer": {"type": "adamw"}})", {}).config.optimizer.type, "AdamW");
   EXPECT_EQ(config::load_text(R"({"optimizer": {"type": "LAMB"}})", {}).config.optimizer.type, "Lamb");
   EXPECT_NE(load_error(R"({"optimizer": {"type": "AdamX"}})")
-                .find(R"(optimizer.type must be one of "Adam", "AdamW", "Lamb", "SGD", got "AdamX" (did you mean)"),
+                .find(R"(optimizer.type must be one of "Adam", "AdamW", "Lamb", "SGD", "LBFGS", got "AdamX" (did you mean)"),
             std::string::npos);
   EXPECT_NE(load_error(R"({"optimizer": {"type": "Lion"}})").find("not supported yet: optimizer.type=\"Lion\""),
             std::string::npos);

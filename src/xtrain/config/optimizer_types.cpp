@@ -1,11 +1,12 @@
-// DeepSpeed's built-in optimizer types as the config reader knows them, and the name lookup with
-// DeepSpeed's matching rule (case-insensitive) and its messages.
+// DeepSpeed's built-in optimizer types (and torch's LBFGS) as the config reader knows them, and the
+// name lookup with DeepSpeed's matching rule (case-insensitive) and its messages.
 #include "xtrain/config/optimizer_types.h"
 
 #include <c10/util/StringUtil.h>
 
 #include "xtrain/base/did_you_mean.h"
 #include "xtrain/base/error.h"
+#include "xtrain/optim/lbfgs/options.h"
 
 namespace xtrain::config {
 namespace {
@@ -38,6 +39,25 @@ OptimizerType adam(const char* name, const char* description, const char* label)
   return t;
 }
 
+// torch.optim.LBFGS (DeepSpeed has none): one group, no weight decay, the loss re-run within a step.
+OptimizerType lbfgs() {
+  using optim::LbfgsParams;
+  OptimizerType t = custom_section_type<OptimizerType, LbfgsParams>(
+      "LBFGS", "L-BFGS as torch.optim.LBFGS (xtrain; fp32, ZeRO stage 0, no accumulation; history not checkpointed)");
+  t.lr = [](const OptimizerOptions& o) { return custom_params<LbfgsParams>(o).lr; };
+  t.weight_decay = [](const OptimizerOptions&) { return 0.0; };
+  t.validate = [](const OptimizerOptions& o, std::vector<std::string>& errors) {
+    const auto p = custom_params<LbfgsParams>(o);
+    XTRAIN_CONFIG_CHECK(p.line_search_fn.empty() || p.line_search_fn == "strong_wolfe",
+                        "config: optimizer.params.line_search_fn must be null or \"strong_wolfe\", got \"",
+                        p.line_search_fn, "\"");
+    XTRAIN_CONFIG_CHECK(p.max_iter >= 1 && p.history_size >= 1 && p.resolved_max_eval() >= 1,
+                        "config: optimizer.params.max_iter, max_eval and history_size must be >= 1, got ", p.max_iter,
+                        ", ", p.resolved_max_eval(), " and ", p.history_size);
+  };
+  return t;
+}
+
 void add_builtins(Registry<OptimizerType>& r) {
   r.add("Adam", adam("Adam", "Adam; decoupled weight decay unless adam_w_mode is false (DeepSpeed's default)",
                      "params (Adam, AdamW)"));
@@ -62,6 +82,7 @@ void add_builtins(Registry<OptimizerType>& r) {
                         "config: optimizer.params.nesterov needs momentum > 0 and dampening = 0");
   };
   r.add("SGD", std::move(sgd));
+  r.add("LBFGS", lbfgs());
 }
 
 #undef XTRAIN_CONFIG_CHECK

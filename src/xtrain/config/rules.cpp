@@ -99,7 +99,9 @@ const std::vector<RecognisedKey>& recognised_keys() { return kRecognised; }
 
 const std::vector<std::string>& null_default_keys() {
   // DeepSpeed 0.16 defaults: activation_checkpointing.number_checkpoints None, steps_per_print None.
-  static const std::vector<std::string> keys = {"activation_checkpointing.number_checkpoints", "steps_per_print"};
+  // torch.optim.LBFGS: line_search_fn None.
+  static const std::vector<std::string> keys = {"activation_checkpointing.number_checkpoints", "steps_per_print",
+                                                "optimizer.params.line_search_fn"};
   return keys;
 }
 

@@ -1,6 +1,7 @@
 #include "xtrain/engine/engine.h"
 
 #include <ATen/Functions.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/nn/module.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "xtrain/base/log.h"
 #include "xtrain/comm/communicator.h"
 #include "xtrain/monitor/memory.h"
+#include "xtrain/optim/registry.h"
 #include "xtrain/parallel/pipeline/pipeline_executor.h"
 #include "xtrain/sched/schedule.h"
 #include "xtrain/zero/grad_reduce.h"
@@ -25,6 +27,26 @@ zero::NamedParams named_parameters_of(const torch::nn::Module& module) {
   return out;
 }
 }  // namespace
+
+void check_closure_optimizer(const config::Config& c) {
+  const std::string& type = c.optimizer.type;
+  if (!optim::find_optimizer(type).needs_closure) return;
+  const std::string who = "engine: optimizer " + type + " re-evaluates the loss within its step";
+  XTRAIN_USAGE_CHECK(c.zero_optimization.stage == 0, who, " and needs the whole gradient and parameters on every ",
+                     "rank: zero_optimization.stage must be 0, got ", c.zero_optimization.stage);
+  const int64_t gas = c.engine.gradient_accumulation_steps.value_or(1);
+  XTRAIN_USAGE_CHECK(gas == 1, who, " on one batch: gradient_accumulation_steps must be 1, got ", gas,
+                     " (for large-batch L-BFGS raise train_micro_batch_size_per_gpu)");
+  XTRAIN_USAGE_CHECK(!c.fp16.enabled && !c.bf16.enabled && !c.amp.enabled, who, " and compares losses to ",
+                     "tolerance_change in its line search; it needs fp32 (fp16 loss scaling would also skip updates ",
+                     "mid-search): disable fp16, bf16 and amp");
+  XTRAIN_USAGE_CHECK(c.engine.gradient_clipping == 0.0, who, " and builds curvature pairs from true gradients: ",
+                     "gradient_clipping must be 0, got ", c.engine.gradient_clipping);
+  XTRAIN_USAGE_CHECK(c.pipeline.stages == 1, who, ", which a pipeline schedule spreads over stages and ",
+                     "micro-batches: pipeline.stages must be 1, got ", c.pipeline.stages);
+  XTRAIN_USAGE_CHECK(c.tensor_parallel.size == 1, who, " and takes dot products of whole gradients: ",
+                     "tensor_parallel.size must be 1, got ", c.tensor_parallel.size);
+}
 
 Engine::Engine(zero::NamedParams params, LossFn loss_fn, const config::Config& config,
                std::shared_ptr<comm::Communicator> dp)
@@ -61,6 +83,8 @@ void Engine::setup(zero::NamedParams params) {
                      config_.dp_world_size, " data-parallel ranks but the group has ", dp_->size());
   gas_ = *config_.engine.gradient_accumulation_steps;
   micro_batch_ = *config_.engine.train_micro_batch_size_per_gpu;
+  check_closure_optimizer(config_);
+  closure_step_ = optim::find_optimizer(config_.optimizer.type).needs_closure;
   zero::StrategyOptions so;
   so.param_dtype = policy_.param_dtype;
   so.grad_accum_dtype = policy_.grad_accum_dtype;
@@ -98,6 +122,7 @@ zero::NamedParams Engine::full_parameters() {
 
 at::Tensor Engine::forward(const data::Batch& batch) {
   auto timed = timer_->scope("forward");
+  if (closure_step_) closure_batch_ = batch;  // the closure stage re-runs it
   precision::AutocastGuard autocast(policy_.autocast_dtype, /*cuda=*/false);
   if (policy_.mixed() && batch.input.defined() && at::isFloatingType(batch.input.scalar_type()) &&
       batch.input.scalar_type() != policy_.param_dtype) {
@@ -176,11 +201,27 @@ void Engine::optimizer_step() {
   h.groups = optim::at_lr(group_scales_, last_.lr);
   h.grad_scale = combined_grad_scale(scaled_norm);
   std::tie(h.beta1_override, h.beta2_override) = schedule_->betas_after(k - 1);
+  if (closure_step_) {
+    h.closure = [this] { return reevaluate_loss(); };
+    h.loss = last_.loss;
+  }
   strategy_->step(h);
   ++applied_steps_;
   // schedule: the adaptive schedule watches the loss.
   schedule_->observe(applied_steps_, last_.loss);
   strategy_->zero_grads();
+}
+
+double Engine::reevaluate_loss() {
+  at::AutoGradMode grad_on(true);
+  strategy_->zero_grads();
+  strategy_->before_backward(/*boundary=*/true);
+  const at::Tensor loss = loss_fn_(closure_batch_);
+  TORCH_CHECK(loss.numel() == 1, "engine: the loss must be a scalar, got shape ", loss.sizes());
+  loss.backward();
+  strategy_->after_backward(/*boundary=*/true);
+  strategy_->reduce();
+  return mean_over_ranks(loss.detach().item<double>());
 }
 
 // DeepSpeed's combined divisor (§a.4): C = S · max(1, (N/S + 1e-6) / clip); gradients × 1/C.

@@ -72,6 +72,11 @@ struct PipelineStage {
   std::string schedule = "1f1b";                                           // pipeline.schedule
 };
 
+// An optimizer that re-runs the loss within its step (optim::OptimizerEntry::needs_closure: LBFGS)
+// needs whole fp32 gradients of one batch on every rank; what it cannot run with is a UsageError
+// naming the key and why. The Engine and the run's config checks (`xtrain config`) call it.
+void check_closure_optimizer(const config::Config& config);
+
 class Engine {
  public:
   using LossFn = std::function<at::Tensor(const data::Batch&)>;
@@ -147,6 +152,9 @@ class Engine {
  private:
   void setup(zero::NamedParams params);
   void optimizer_step();
+  // The closure stage (torch's step(closure)): forward and backward of this step's batch at the
+  // current parameters, reduced over data-parallel ranks; returns the mean loss over ranks.
+  double reevaluate_loss();
   // memory_breakdown: one line of process and per-area memory after a stage of the step, on the
   // first rank of the grid (DeepSpeed's see_memory_usage(..., force=memory_breakdown)).
   void log_memory(const char* stage);
@@ -161,6 +169,8 @@ class Engine {
   config::Config config_;
   std::shared_ptr<torch::nn::Module> module_;
   LossFn loss_fn_;
+  bool closure_step_ = false;  // the optimizer re-runs the loss within its step
+  data::Batch closure_batch_;  // this step's batch, for the closure stage
   std::shared_ptr<comm::Communicator> dp_;
   ModelParallel mp_;
   PipelineStage stage_;

@@ -16,6 +16,7 @@ void Engine::set_pipeline(PipelineStage stage) {
   XTRAIN_USAGE_CHECK(config_.zero_optimization.stage <= 1, "config: pipeline.stages > 1 works with ZeRO stage 0 or 1 ",
                      "(the data-parallel dimension; as DeepSpeed's pipeline engine), got zero_optimization.stage ",
                      config_.zero_optimization.stage);
+  check_closure_optimizer(config_);  // an optimizer that re-runs the loss cannot run a pipeline
   XTRAIN_USAGE_CHECK(stage.forward && stage.group, "engine: set_pipeline needs the stage's forward and its group");
   parallel::pipeline::schedule_kind_from_name(stage.schedule);  // validates
   stage_ = std::move(stage);

@@ -44,6 +44,11 @@ struct StepInputs {
   // LAMB under ZeRO: a parameter may be split over ranks. When set, called with the per-segment
   // partial squared norms [S, 2] (weights, updates) to sum them across ranks in place.
   std::function<void(at::Tensor&)> reduce_partial_norms;
+  // Optimizers that re-evaluate the loss within a step (LBFGS; OptimizerEntry::needs_closure), as
+  // torch's step(closure): evaluates the loss at the current `params`, leaves its final gradient in
+  // `grads` and returns the loss. `loss` is the loss at `params` when the step began.
+  std::function<double()> closure;
+  double loss = 0.0;
 };
 
 class Optimizer {

@@ -9,7 +9,7 @@ namespace {
 
 Registry<OptimizerEntry>& table() {
   static auto* r = new Registry<OptimizerEntry>("optimizer", [](Registry<OptimizerEntry>& reg) {
-    for (auto make : {adam_entry, adamw_entry, lamb_entry, sgd_entry}) {
+    for (auto make : {adam_entry, adamw_entry, lamb_entry, sgd_entry, lbfgs_entry}) {
       OptimizerEntry e = make();
       const std::string name = e.config.name;
       reg.add(name, std::move(e));

@@ -29,6 +29,7 @@ struct OptimizerEntry {
   ZeroSupport zero = ZeroSupport::untested;
   std::string zero_reason;       // for unsupported: why a shard cannot step alone
   bool nvme_offload = true;      // a chunk of the flat state can step alone (NVMe offload)
+  bool needs_closure = false;    // steps through StepInputs::closure (the engine re-runs the loss)
   // Builds the optimizer; checks its own params (UsageError naming optimizer.params.<key>).
   std::function<std::unique_ptr<Optimizer>(const OptimizerOptions&)> make;
 };
@@ -55,5 +56,6 @@ OptimizerEntry adam_entry();
 OptimizerEntry adamw_entry();
 OptimizerEntry lamb_entry();
 OptimizerEntry sgd_entry();
+OptimizerEntry lbfgs_entry();  // lbfgs.cpp
 
 }  // namespace xtrain::optim

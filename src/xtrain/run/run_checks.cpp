@@ -11,6 +11,7 @@
 #include "xtrain/data/curriculum.h"
 #include "xtrain/data/difficulty_sampler.h"
 #include "xtrain/data/registry.h"
+#include "xtrain/engine/engine.h"
 #include "xtrain/models/gpt_pipeline_model.h"
 #include "xtrain/models/gpt_tensor_parallel_model.h"
 #include "xtrain/models/registry.h"
@@ -138,7 +139,8 @@ void check_run_config(const config::Config& c) {
   std::vector<std::string> errors;
   using Check = std::function<void(const config::Config&)>;
   for (const Check& check : {Check(check_model_data), Check(check_parallel), Check(check_data_order),
-                             Check(check_precision), Check(check_zero), Check(check_loss_and_schedule),
+                             Check(check_precision), Check(check_closure_optimizer), Check(check_zero),
+                             Check(check_loss_and_schedule),
                              Check(check_monitor), Check(check_registered)}) {
     try {
       check(c);

@@ -120,6 +120,8 @@ void ReplicatedStrategy::step(const StepHyper& h) {
   in.groups = h.groups;
   in.beta1_override = h.beta1_override;
   in.beta2_override = h.beta2_override;
+  in.closure = h.closure;
+  in.loss = h.loss;
   at::NoGradGuard no_grad;
   optimizer_->step(in);
 }

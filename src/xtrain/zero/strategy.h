@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,9 @@ struct StepHyper {
   std::vector<optim::GroupHyper> groups;  // per parameter group (StrategyOptions::param_group)
   double grad_scale = 1.0;                // multiplies the reduced gradients (unscale and clip in one)
   double beta1_override = -1.0, beta2_override = -1.0;
+  // Optimizers that re-run the loss within the step (optim::StepInputs::closure and loss; stage 0).
+  std::function<double()> closure;
+  double loss = 0.0;
 };
 
 // Model-state bytes on this rank (the ZeRO paper's accounting), in memory and on disk.
