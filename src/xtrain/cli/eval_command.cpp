@@ -82,6 +82,7 @@ void print_json(const TrainedRun& run, const EvalResult& r, int64_t split, bool 
   if (run.model.task == "lm") j["perplexity"] = std::exp(r.loss);
   if (r.accuracy >= 0) j["accuracy"] = r.accuracy;
   if (r.macro_f1 >= 0) j["macro_f1"] = r.macro_f1;
+  if (r.auc >= 0) j["auc"] = r.auc;
   if (r.classes > 0) j["confusion_matrix"] = nlohmann::json::parse(confusion_json(r.confusion, r.classes, names));
   j["batches"] = r.batches;
   j["batch_size"] = *run.config.engine.train_micro_batch_size_per_gpu;
@@ -104,6 +105,7 @@ void print_text(const TrainedRun& run, const EvalResult& r, int64_t split, bool 
   if (run.model.task == "lm") std::cout << "val perplexity: " << fixed(std::exp(r.loss), 3) << "\n";
   if (r.accuracy >= 0) std::cout << "val accuracy: " << fixed(100.0 * r.accuracy, 2) << "%\n";
   if (r.macro_f1 >= 0) std::cout << "val macro-F1: " << fixed(r.macro_f1, 4) << "\n";
+  if (r.auc >= 0) std::cout << "val AUC: " << fixed(r.auc, 4) << "\n";
   if (r.classes > 0) std::cout << confusion_table(r.confusion, r.classes, names) << "\n";
   std::cout << "samples: " << r.samples << " of " << split << " in the validation split";
   if (!full) std::cout << " (--full scores all of them, --batches N changes the sample)";

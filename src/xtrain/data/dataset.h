@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xtrain/data/batch.h"
@@ -21,6 +22,9 @@ struct DatasetInfo {
   // Classification: the name of each class index (text_classify: the training file's labels);
   // empty when the classes are just their numbers (MNIST).
   std::vector<std::string> class_names;
+  // Files the run directory keeps beside config.json, name -> contents (csv: standardization.json,
+  // the training statistics the features were standardised with).
+  std::vector<std::pair<std::string, std::string>> run_files;
 };
 
 class Dataset {

@@ -44,6 +44,8 @@ struct DataOptions {
   std::string path = "mobydick";  // text: a file or "mobydick"; images: a folder, or "" for the default
   double val_fraction = 0.1;   // text: the last fraction of the file is validation
   int64_t prefetch = 2;        // batches prepared ahead by the loader thread
+  std::string label;                  // csv: the label column
+  std::vector<std::string> features;  // csv: the feature columns (empty: every column but the label)
   DataOrderingOptions ordering;
   nlohmann::json args = nlohmann::json::object();  // a plugin dataset's own settings, read by its entry
   template <class V>
@@ -52,6 +54,8 @@ struct DataOptions {
     v("path", path, "text file or dataset folder ('mobydick' / '' = the bundled default)");
     v("val_fraction", val_fraction, "text: share of the corpus held out for validation (taken from the end)");
     v("prefetch", prefetch, "batches prepared ahead in a background thread (0: none)");
+    v("label", label, "csv: the label column's name (other datasets refuse it)");
+    v("features", features, "csv: the feature columns' names (empty: every column but the label; others refuse it)");
     v("ordering", ordering, "difficulty-ordered sampling");
     v("args", args, "a registered dataset's own settings (a JSON object, checked by the dataset)");
   }

@@ -2,9 +2,12 @@
 // (their openers are in datasets.cpp).
 #include "xtrain/data/registry.h"
 
+#include <algorithm>
+
 #include "xtrain/base/error.h"
 #include "xtrain/base/registry.h"
 #include "xtrain/config/config.h"
+#include "xtrain/data/csv_dataset.h"
 #include "xtrain/data/datasets.h"
 #include "xtrain/data/text_classify_dataset.h"
 #include "xtrain/data/token_dataset.h"
@@ -65,6 +68,20 @@ DatasetEntry text_classify_entry() {
   return e;
 }
 
+DatasetEntry csv_entry() {
+  DatasetEntry e;
+  e.description = "a CSV table with a header: a label column and numeric features, standardised with the "
+                  "training split's mean and std (or the fetched breast_cancer set)";
+  e.task = "classify";
+  e.open = open_csv_dataset;
+  e.keys = {{"path", "a CSV file or breast_cancer"},
+            {"label", "the label column"},
+            {"features", "the feature columns (default: all others)"},
+            {"val_fraction", "held out by a fixed shuffle"}};
+  e.validate = validate_csv_options;
+  return e;
+}
+
 Registry<DatasetEntry>& registry() {
   static auto* r = new Registry<DatasetEntry>("dataset", [](Registry<DatasetEntry>& reg) {
     reg.add("text", text_entry());
@@ -72,6 +89,7 @@ Registry<DatasetEntry>& registry() {
     reg.add("fashion_mnist", idx_entry(true));
     reg.add("text_classify", text_classify_entry());
     reg.add("tokens", tokens_entry());
+    reg.add("csv", csv_entry());
   });
   return *r;
 }
@@ -84,7 +102,7 @@ std::string markdown(const std::vector<std::string>& names) {
 }
 
 // docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
-std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnist", "tokens", "text_classify"}); }
+std::string builtin_markdown() { return markdown({"text", "mnist", "fashion_mnist", "tokens", "text_classify", "csv"}); }
 [[maybe_unused]] const bool kDocumented = config::add_reference_section(11, builtin_markdown);
 
 }  // namespace
@@ -98,7 +116,14 @@ const DatasetEntry& find_dataset(const std::string& name) { return registry().fi
 
 std::vector<std::string> dataset_names() { return registry().names(); }
 
-void check_data_options(const DataOptions& options) { registry().find_validated(options.type, kTypeKey, options); }
+void check_data_options(const DataOptions& options) {
+  const DatasetEntry& e = registry().find_validated(options.type, kTypeKey, options);
+  const bool reads_label =
+      std::any_of(e.keys.begin(), e.keys.end(), [](const DatasetKey& k) { return k.key == "label"; });
+  XTRAIN_USAGE_CHECK(reads_label || (options.label.empty() && options.features.empty()), "data: xtrain.data.label and ",
+                     "xtrain.data.features are read by the csv dataset; xtrain.data.type \"", options.type,
+                     "\" does not read them: remove them");
+}
 
 std::string datasets_markdown() { return markdown(dataset_names()); }
 

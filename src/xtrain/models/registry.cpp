@@ -7,6 +7,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/models/builtin_entries.h"
 #include "xtrain/models/gpt_classifier.h"
+#include "xtrain/models/logistic.h"
 
 namespace xtrain::models {
 namespace {
@@ -20,6 +21,7 @@ Registry<ModelEntry>& registry() {
     reg.add("resnet18", resnet18_entry());
     reg.add("mlp", mlp_entry());
     reg.add("gpt_classifier", gpt_classifier_entry());
+    reg.add("logistic", logistic_entry());
   });
   return *r;
 }
@@ -32,7 +34,7 @@ std::string markdown(const std::vector<std::string>& names) {
 }
 
 // docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
-std::string builtin_markdown() { return markdown({"gpt", "resnet18", "mlp", "gpt_classifier"}); }
+std::string builtin_markdown() { return markdown({"gpt", "resnet18", "mlp", "gpt_classifier", "logistic"}); }
 [[maybe_unused]] const bool kDocumented = config::add_reference_section(10, builtin_markdown);
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "xtrain/base/error.h"
@@ -78,6 +79,40 @@ ClassMetrics class_metrics(const std::vector<int64_t>& m, int64_t classes) {
   return r;
 }
 
+double binary_auc(const std::vector<double>& scores, const std::vector<int64_t>& labels) {
+  TORCH_INTERNAL_ASSERT(scores.size() == labels.size(), "binary_auc: ", scores.size(), " scores, ", labels.size(),
+                        " labels");
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+  double positive_rank_sum = 0.0;
+  int64_t positives = 0;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j < order.size() && scores[order[j]] == scores[order[i]]) ++j;
+    const double rank = 0.5 * static_cast<double>(i + 1 + j);  // average of ranks i + 1 .. j
+    for (size_t k = i; k < j; ++k) {
+      if (labels[order[k]] == 1) {
+        positive_rank_sum += rank;
+        ++positives;
+      }
+    }
+    i = j;
+  }
+  const auto negatives = static_cast<int64_t>(labels.size()) - positives;
+  if (positives == 0 || negatives == 0) return NAN;
+  const double u = positive_rank_sum - 0.5 * static_cast<double>(positives) * static_cast<double>(positives + 1);
+  return u / (static_cast<double>(positives) * static_cast<double>(negatives));
+}
+
+void append_binary_scores(const at::Tensor& logits, const at::Tensor& target, std::vector<double>& scores,
+                          std::vector<int64_t>& labels) {
+  const at::Tensor diff = (logits.select(-1, 1).to(at::kDouble) - logits.select(-1, 0).to(at::kDouble)).contiguous();
+  const at::Tensor t = target.to(at::kLong).contiguous();
+  scores.insert(scores.end(), diff.data_ptr<double>(), diff.data_ptr<double>() + diff.numel());
+  labels.insert(labels.end(), t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
 std::string confusion_table(const std::vector<int64_t>& m, int64_t classes, const std::vector<std::string>& names) {
   const auto labels = labels_of(classes, names);
   const auto scores = class_metrics(m, classes);
@@ -106,9 +141,10 @@ std::string confusion_json(const std::vector<int64_t>& m, int64_t classes, const
 }
 
 void write_class_scores(monitor::MetricSink& sink, int64_t step, int64_t classes, const std::vector<int64_t>& confusion,
-                        double macro_f1, const std::vector<std::string>& names) {
+                        double macro_f1, const std::vector<std::string>& names, double auc) {
   if (classes == 0) return;
   sink.write(step, {{"val/macro_f1", macro_f1}});
+  if (auc >= 0) sink.write(step, {{"val/auc", auc}});
   sink.write_text(step, "val/confusion_matrix", confusion_json(confusion, classes, names));
 }
 

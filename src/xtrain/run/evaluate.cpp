@@ -60,6 +60,8 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
   EvalResult r;
   double weighted_sum = 0.0;  // sum of batch loss x batch size: a partial batch counts by its size
   int64_t correct = 0;
+  std::vector<double> scores;  // two classes: each sample's class-1 score, for the AUC
+  std::vector<int64_t> labels;
   Running running;
   for (int64_t i = 0; i < n; ++i) {
     auto batch = dataset.collate(sampler->next(std::min(micro, dataset.size() - i * micro)));
@@ -72,6 +74,7 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
       const auto predicted = logits.argmax(-1);
       correct += predicted.eq(batch.target).sum().item<int64_t>();
       add_to_confusion(r.confusion, r.classes, batch.target, predicted, logits.size(-1));
+      if (logits.size(-1) == 2) append_binary_scores(logits, batch.target, scores, labels);
     }
     r.batch_losses.push_back(loss);
     r.samples += batch.size();
@@ -85,6 +88,7 @@ EvalResult evaluate(const models::Model& model, const data::Dataset& dataset, co
   if (model.task == "classify" && r.samples > 0) {
     r.accuracy = static_cast<double>(correct) / r.samples;
     r.macro_f1 = class_metrics(r.confusion, r.classes).macro_f1;
+    if (r.classes == 2) r.auc = binary_auc(scores, labels);
   }
   model.module->train(was_training);
   return r;

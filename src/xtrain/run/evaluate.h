@@ -24,6 +24,9 @@ struct EvalResult {
   int64_t classes = 0;
   std::vector<int64_t> confusion;
   double macro_f1 = -1.0;
+  // Two classes: ROC AUC of the class-1 score (logit difference), exact (class_metrics.h binary_auc);
+  // -1 otherwise, NaN when the scored samples hold one class only.
+  double auc = -1.0;
   int64_t samples = 0;
   int64_t batches = 0;
   std::vector<double> batch_losses;  // each batch's mean loss, in scoring order

@@ -54,7 +54,8 @@ class Classification final : public Task {
   std::string describe_model(const models::ModelOptions&) const override { return ""; }
   std::string describe_eval(const EvalResult& r) const override {
     std::string out = c10::str("val loss ", r.loss, " | val accuracy ", 100.0 * r.accuracy, "%");
-    return r.macro_f1 < 0 ? out : out + c10::str(" | val macro-F1 ", r.macro_f1);
+    if (r.macro_f1 >= 0) out += c10::str(" | val macro-F1 ", r.macro_f1);
+    return r.auc < 0 ? out : out + c10::str(" | val AUC ", r.auc);
   }
   bool sequences() const override { return false; }
 };

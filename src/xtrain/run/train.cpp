@@ -90,6 +90,9 @@ TrainResult train(const TrainRequest& request) {
   if (s.lead() && !classes.empty()) {
     write_file_atomic((fs::path(run_dir) / "labels.json").string(), nlohmann::json(classes).dump() + "\n");
   }
+  for (const auto& [name, text] : s.data.train->info().run_files) {
+    if (s.lead()) write_file_atomic((fs::path(run_dir) / name).string(), text);
+  }
   s.comm->barrier();  // the run directory exists for every rank
   if (request.resume) resume(s, run_dir);
   log_start(s, run_dir);

@@ -163,7 +163,8 @@ void TrainLoop::after_step() {
     const auto ev = evaluate(s_.model, *s_.data.val, c, c.trainer.eval_batches);
     progress_.message(c10::str("step ", st.step, ": ", s_.task->describe_eval(ev)));
     mon_.write_eval(st.step, ev.loss, ev.accuracy);
-    write_class_scores(mon_.sinks(), st.step, ev.classes, ev.confusion, ev.macro_f1, s_.data.val->info().class_names);
+    write_class_scores(mon_.sinks(), st.step, ev.classes, ev.confusion, ev.macro_f1, s_.data.val->info().class_names,
+                       ev.auc);
   }
   if (c.trainer.save_interval > 0 && st.step % c.trainer.save_interval == 0) {
     save(s_, run_dir_);
@@ -219,7 +220,8 @@ TrainResult TrainLoop::finish() {
   result.final_eval = evaluate(s_.model, *s_.data.val, c, c.trainer.eval_batches);
   mon_.write_eval(result.steps, result.final_eval.loss, result.final_eval.accuracy);
   const auto& ev = result.final_eval;
-  write_class_scores(mon_.sinks(), result.steps, ev.classes, ev.confusion, ev.macro_f1, s_.data.val->info().class_names);
+  write_class_scores(mon_.sinks(), result.steps, ev.classes, ev.confusion, ev.macro_f1, s_.data.val->info().class_names,
+                     ev.auc);
   if (c.trainer.save_interval >= 0 && last_saved_ != result.steps) save(s_, run_dir_);
   // Under ZeRO stage 3 each forward gathers parameters collectively: every rank runs the sampler.
   // So does a tensor-parallel forward.
