@@ -100,6 +100,11 @@ std::vector<int64_t> generate_recompute(GPTImpl& model, const std::vector<int64_
 
 std::vector<int64_t> generate(GPTImpl& model, const std::vector<int64_t>& prompt, int64_t n, double temperature,
                               int64_t top_k, uint64_t seed) {
+  // ZeRO-3 keeps a block's parameters released (empty) outside its block runner, which only the
+  // model's own forward calls: sample through it then.
+  for (const auto& p : model.parameters()) {
+    if (p.numel() == 0) return generate_recompute(model, prompt, n, temperature, top_k, seed);
+  }
   check_arguments(model.options().vocab, prompt, n);
   TokenSampler sampler(model.options().vocab, temperature, top_k, 1.0, seed);
   at::NoGradGuard no_grad;

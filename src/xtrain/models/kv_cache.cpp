@@ -7,7 +7,6 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/index_copy.h>
 #include <ATen/ops/index_put.h>
@@ -181,7 +180,8 @@ void GPTDecoder::grow() {
   const auto options = wte_.options().dtype(gpt_->wte->weight.scalar_type());
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (auto* t : {&pool_->k, &pool_->v}) {
-      auto bigger = at::empty({cap, NH_, T_, HS_}, options);
+      // Zeros, not empty: a batched step multiplies masked-out positions by 0, and 0 · NaN is NaN.
+      auto bigger = at::zeros({cap, NH_, T_, HS_}, options);
       if (old > 0) bigger.narrow(0, 0, old).copy_((*t)[l]);
       if (t->size() <= l) {
         t->push_back(bigger);
