@@ -24,8 +24,12 @@ void Config::visit(V& v) {
   v.nested("optimizer", [&](auto& s) {
     s("type", optimizer.type, type_choices(optimizer_types()).c_str());
     if (!s.documenting()) optimizer.type = normalise_optimizer_type(optimizer.type);
-    visit_section_params(s, optimizer, optimizer.type, optimizer_types(),
-                         [](auto& ps) { ps.forbid("max_grad_norm", "use the top-level gradient_clipping"); });
+    visit_section_params(s, optimizer, optimizer.type, optimizer_types(), [&](auto& ps) {
+      ps.forbid("max_grad_norm", "use the top-level gradient_clipping");
+      if (optimizer.type != "Adam" && optimizer.type != "AdamW") {  // 8-bit state: Adam's params only
+        ps.forbid("state_dtype", "not supported yet with this optimizer.type (8-bit state exists for Adam and AdamW)");
+      }
+    });
   });
   v.nested("scheduler", [&](auto& s) {
     s("type", scheduler.type, type_choices(scheduler_types()).c_str());

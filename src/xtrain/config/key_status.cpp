@@ -48,6 +48,7 @@ const std::vector<KeyStatus> kTable = {
     {"optimizer.params (Adam, AdamW).adam_w_mode", H, "Optim/TorchParity.TrajectoryAndStateMatchReference/adam_l2"},
     {"optimizer.params (Adam, AdamW).torch_adam", N, kFusedAdam},
     {"optimizer.params (Adam, AdamW).amsgrad", R, "DeepSpeed's fused Adam has no amsgrad either"},
+    {"optimizer.params (Adam, AdamW).state_dtype", H, "Adam8bit.TinyGptLossCurveFollowsFp32AdamW"},
     {"optimizer.params (Lamb).lr", H, "Optim/TorchParity.TrajectoryAndStateMatchReference/lamb"},
     {"optimizer.params (Lamb).bias_correction", H, "Optim/TorchParity.TrajectoryAndStateMatchReference/lamb"},
     {"optimizer.params (Lamb).betas", H, "Optim/TorchParity.TrajectoryAndStateMatchReference/lamb"},

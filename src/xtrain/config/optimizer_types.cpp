@@ -35,7 +35,12 @@ OptimizerType builtin(const char* name, const char* description, const char* lab
 
 OptimizerType adam(const char* name, const char* description, const char* label) {
   OptimizerType t = builtin(name, description, label, &OptimizerOptions::adam);
-  t.validate = [](const OptimizerOptions& o, std::vector<std::string>& errors) { check_betas(o.adam.betas, errors); };
+  t.validate = [](const OptimizerOptions& o, std::vector<std::string>& errors) {
+    check_betas(o.adam.betas, errors);
+    XTRAIN_CONFIG_CHECK(o.adam.state_dtype == "fp32" || o.adam.state_dtype == "int8",
+                        "config: optimizer.params.state_dtype must be \"fp32\" or \"int8\" (8-bit moments), got \"",
+                        o.adam.state_dtype, "\"");
+  };
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "xtrain/base/error.h"
+#include "xtrain/optim/adam8bit.h"
 #include "xtrain/optim/flat_step.h"
 #include "xtrain/optim/registry.h"
 #ifdef XTRAIN_WITH_CUDA
@@ -49,24 +50,25 @@ void Adam::init_state(int64_t numel) {
   exp_avg_sq_ = at::zeros({numel}, at::kFloat);
 }
 
-std::vector<cpu::AdamCoeffs> Adam::coefficients(const StepInputs& in) const {
-  const auto groups = detail::groups_or(in, params_.lr, params_.weight_decay);
-  const auto [beta1, beta2] = detail::step_betas(in, params_.betas);
-  const double t = static_cast<double>(step_count_ + 1);
-  const double bc1 = params_.bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
-  const double bc2 = params_.bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
+std::vector<cpu::AdamCoeffs> adam_coefficients(const AdamParams& params, bool decoupled, int64_t step_count,
+                                               const StepInputs& in) {
+  const auto groups = detail::groups_or(in, params.lr, params.weight_decay);
+  const auto [beta1, beta2] = detail::step_betas(in, params.betas);
+  const double t = static_cast<double>(step_count + 1);
+  const double bc1 = params.bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
+  const double bc2 = params.bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
   std::vector<cpu::AdamCoeffs> coeffs;
   for (const auto& g : groups) {
     cpu::AdamCoeffs c;
     c.grad_scale = static_cast<float>(in.grad_scale);
-    c.l2 = decoupled_ ? 0.f : static_cast<float>(g.weight_decay);
-    c.decay_mul = decoupled_ ? static_cast<float>(1.0 - g.lr * g.weight_decay) : 1.f;
+    c.l2 = decoupled ? 0.f : static_cast<float>(g.weight_decay);
+    c.decay_mul = decoupled ? static_cast<float>(1.0 - g.lr * g.weight_decay) : 1.f;
     c.beta1 = static_cast<float>(beta1);
     c.one_minus_beta1 = static_cast<float>(1.0 - beta1);
     c.beta2 = static_cast<float>(beta2);
     c.one_minus_beta2 = static_cast<float>(1.0 - beta2);
     c.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    c.eps = static_cast<float>(params_.eps);
+    c.eps = static_cast<float>(params.eps);
     c.neg_step_size = static_cast<float>(-(g.lr / bc1));
     coeffs.push_back(c);
   }
@@ -77,7 +79,7 @@ void Adam::step(const StepInputs& in) {
   std::vector<Segment> whole;
   const auto& segments =
       detail::checked_segments(in, exp_avg_.defined() ? exp_avg_.numel() : -1, name_, whole, kCuda);
-  const auto coeffs = coefficients(in);
+  const auto coeffs = adam_coefficients(params_, decoupled_, step_count_, in);
   if (exp_avg_.device() != in.params.device()) {  // the state follows the params (GPU runs)
     exp_avg_ = exp_avg_.to(in.params.device());
     exp_avg_sq_ = exp_avg_sq_.to(in.params.device());
@@ -107,6 +109,9 @@ std::unique_ptr<Optimizer> make_adam(const OptimizerOptions& o, bool always_deco
   check_betas(a.betas);
   check_eps(a.eps);
   XTRAIN_USAGE_CHECK(!a.amsgrad, "optim: not supported yet: optimizer.params.amsgrad");
+  XTRAIN_USAGE_CHECK(a.state_dtype == "fp32" || a.state_dtype == "int8",
+                     "optim: optimizer.params.state_dtype must be \"fp32\" or \"int8\", got \"", a.state_dtype, "\"");
+  if (a.state_dtype == "int8") return std::make_unique<Adam8bit>(a, always_decoupled || a.adam_w_mode, name);
   return std::make_unique<Adam>(a, always_decoupled || a.adam_w_mode, name);
 }
 

@@ -12,6 +12,11 @@
 
 namespace xtrain::optim {
 
+// Per-group coefficients of step `step_count + 1` (computed in double, as torch.optim does); shared
+// with the 8-bit Adam (adam8bit.h).
+std::vector<cpu::AdamCoeffs> adam_coefficients(const AdamParams& params, bool decoupled, int64_t step_count,
+                                               const StepInputs& in);
+
 class Adam final : public Optimizer {
  public:
   // `name` is "Adam" or "AdamW"; `decoupled` is adam_w_mode (always true for AdamW).
@@ -22,8 +27,6 @@ class Adam final : public Optimizer {
   std::vector<std::pair<std::string, at::Tensor>> state() override;
 
  private:
-  std::vector<cpu::AdamCoeffs> coefficients(const StepInputs& in) const;  // one per group
-
   AdamParams params_;
   bool decoupled_;
   std::string name_;

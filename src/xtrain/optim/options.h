@@ -18,6 +18,7 @@ struct AdamParams {
   bool adam_w_mode = true;  // DeepSpeed's "Adam" decays decoupled by default
   bool torch_adam = false;
   bool amsgrad = false;
+  std::string state_dtype = "fp32";  // xtrain: "int8" keeps the moments block-wise 8-bit (adam8bit.h)
   template <class V>
   void visit(V& v) {
     v("lr", lr, "learning rate");
@@ -28,6 +29,9 @@ struct AdamParams {
     v("adam_w_mode", adam_w_mode, "decoupled weight decay (AdamW); false = L2 added to the gradient");
     v("torch_adam", torch_adam, "accepted for compatibility; xtrain always uses its fused kernel");
     v("amsgrad", amsgrad, "not supported (as in DeepSpeed's fused Adam)");
+    v("state_dtype", state_dtype,
+      "xtrain (DeepSpeed has no such key): \"fp32\" or \"int8\": exp_avg and exp_avg_sq as block-wise 8-bit codes "
+      "(bitsandbytes' dynamic map, one fp32 absmax per 2048 values; CPU step only); Adam and AdamW only");
   }
 };
 

@@ -7,6 +7,7 @@
 
 #include "xtrain/zero/offload/nvme_optimizer.h"
 #include "xtrain/zero/shard_ops.h"
+#include "xtrain/zero/whole_state_io.h"
 
 namespace xtrain::zero {
 namespace {
@@ -72,8 +73,8 @@ class NvmeState : public ShardedOptimizerState {
   std::string optimizer_name() const override { return nvme_.optimizer_name(); }
   int64_t step_count() const override { return nvme_.step_count(); }
   void set_step_count(int64_t n) override { nvme_.set_step_count(n); }
-  void account(MemoryReport& r) const override {  // in memory only the chunk buffers, master and states in equal parts
-    const int64_t master = nvme_.buffer_bytes() / static_cast<int64_t>(1 + nvme_.state_names().size());
+  void account(MemoryReport& r) const override {  // in memory only the chunk buffers: master and state arrays
+    const int64_t master = nvme_.buffer_master_bytes();
     r.master_bytes += master;
     r.optimizer_bytes += nvme_.buffer_bytes() - master;
     r.disk_bytes += nvme_.disk_bytes();
@@ -93,12 +94,32 @@ class NvmeState : public ShardedOptimizerState {
 std::map<std::string, at::Tensor> load_state(const checkpoint::CheckpointReader& reader, bool load_optimizer,
                                              const ShardLayout& layout, int64_t rank, const StrategyOptions& options,
                                              ShardedOptimizerState& state) {
-  const auto full = consolidate(reader, load_optimizer);
   const auto buffers = state.buffers(load_optimizer);
-  load_shards(full, layout, rank, buffers);
+  const NamedBuffers master(buffers.begin(), buffers.begin() + 1), moments(buffers.begin() + 1, buffers.end());
+  const bool whole = is_whole_state(moments, layout.shard_numel());
+  if (load_optimizer && !whole) refuse_whole_state_checkpoint(reader);
+  const auto full = consolidate(reader, load_optimizer && !whole);
+  load_shards(full, layout, rank, whole ? master : buffers);
+  if (whole) {
+    const auto expected = state_layout(layout.world_size(), layout.shard_numel(), layout.fragments(rank));
+    load_whole_state(reader, rank, expected, moments);
+  }
   if (!options.zero.load_from_fp32_weights) round_master(buffers, options.param_dtype);
   state.store(buffers);
   return {full.model.begin(), full.model.end()};
+}
+
+void save_state(checkpoint::CheckpointWriter& writer, const ShardLayout& layout, int64_t rank, int64_t stage,
+                const ShardedOptimizerState& state) {
+  const auto buffers = state.buffers(true);
+  const NamedBuffers master(buffers.begin(), buffers.begin() + 1), moments(buffers.begin() + 1, buffers.end());
+  if (!is_whole_state(moments, layout.shard_numel())) {
+    save_shards(writer, layout, rank, stage, buffers);
+    return;
+  }
+  save_shards(writer, layout, rank, stage, master);
+  save_whole_state(writer, rank, state_layout(layout.world_size(), layout.shard_numel(), layout.fragments(rank)),
+                   moments);
 }
 
 std::unique_ptr<ShardedOptimizerState> make_optimizer_state(const StrategyOptions& options, int64_t rank,

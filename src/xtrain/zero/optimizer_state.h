@@ -55,6 +55,11 @@ std::map<std::string, at::Tensor> load_state(const checkpoint::CheckpointReader&
                                              const ShardLayout& layout, int64_t rank, const StrategyOptions& options,
                                              ShardedOptimizerState& state);
 
+// save_shards() of the master and the optimizer state; state that is not per-element fp32 (8-bit
+// Adam) is saved whole per rank instead (whole_state_io.h), and load_state() reads it back so.
+void save_state(checkpoint::CheckpointWriter& writer, const ShardLayout& layout, int64_t rank, int64_t stage,
+                const ShardedOptimizerState& state);
+
 std::unique_ptr<ShardedOptimizerState> make_optimizer_state(const StrategyOptions& options, int64_t rank,
                                                             int64_t shard_numel);
 

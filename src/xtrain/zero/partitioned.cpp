@@ -129,7 +129,7 @@ MemoryReport PartitionedStrategy::memory() const {
 }
 
 void PartitionedStrategy::save(checkpoint::CheckpointWriter& writer) const {
-  save_shards(writer, sl_, rank_, options_.zero.stage, state_->buffers(true));
+  save_state(writer, sl_, rank_, options_.zero.stage, *state_);
 }
 
 void PartitionedStrategy::load(const checkpoint::CheckpointReader& reader, bool load_optimizer) {

@@ -9,6 +9,7 @@
 #include "xtrain/comm/communicator.h"
 #include "xtrain/parallel/data/bucket_reducer.h"
 #include "xtrain/zero/shard_io.h"
+#include "xtrain/zero/whole_state_io.h"
 
 namespace xtrain::zero {
 
@@ -152,6 +153,12 @@ void ReplicatedStrategy::save(checkpoint::CheckpointWriter& writer) const {
   for (const auto& slot : layout_.slots) {
     model.emplace_back(slot.name, master_.narrow(0, slot.offset, slot.numel).view(slot.shape).clone());
   }
+  const NamedBuffers whole = optimizer_->state();
+  if (is_whole_state(whole, master_.numel())) {  // 8-bit state: as it is, in one piece
+    writer.write_tensors("model.pt", model);
+    save_whole_state(writer, 0, whole_layout(), whole);
+    return;
+  }
   for (const auto& [state_name, flat] : optimizer_->state()) {
     for (const auto& slot : layout_.slots) {
       state.emplace_back(state_name + "/" + slot.name, flat.narrow(0, slot.offset, slot.numel).view(slot.shape).clone());
@@ -173,6 +180,16 @@ void copy_checked(const std::map<std::string, at::Tensor>& from, const std::stri
 }
 }  // namespace
 
+// The 8-bit state's layout (whole_state_io.h): one "rank" holding every parameter at its offset.
+at::Tensor ReplicatedStrategy::whole_layout() const {
+  std::vector<Fragment> frags;
+  for (size_t i = 0; i < layout_.slots.size(); ++i) {
+    const auto& slot = layout_.slots[i];
+    frags.push_back({static_cast<int>(i), 0, slot.numel, slot.offset});
+  }
+  return state_layout(1, master_.numel(), frags);
+}
+
 // Any checkpoint: stage 0's files, or a sharded one from any stage and world size (consolidated).
 void ReplicatedStrategy::load(const checkpoint::CheckpointReader& reader, bool load_optimizer) {
   at::NoGradGuard no_grad;
@@ -183,6 +200,12 @@ void ReplicatedStrategy::load(const checkpoint::CheckpointReader& reader, bool l
   if (options_.param_dtype != at::kFloat) model_params_.copy_(master_);
   zero_grads();
   if (!load_optimizer) return;
+  const NamedBuffers whole = optimizer_->state();
+  if (is_whole_state(whole, master_.numel())) {
+    load_whole_state(reader, 0, whole_layout(), whole);
+    return;
+  }
+  refuse_whole_state_checkpoint(reader);
   std::map<std::string, at::Tensor> state(full.optimizer.begin(), full.optimizer.end());
   for (const auto& [state_name, flat] : optimizer_->state()) {
     for (const auto& slot : layout_.slots) {

@@ -40,6 +40,7 @@ class ReplicatedStrategy : public Strategy {
  private:
   void allocate(const NamedParams& params);
   const at::Tensor& reduced_grads() const;
+  at::Tensor whole_layout() const;  // of 8-bit optimizer state in checkpoints (whole_state_io.h)
 
   StrategyOptions options_;
   std::shared_ptr<comm::Communicator> dp_;

@@ -179,7 +179,7 @@ NamedParams Stage3Strategy::gathered_parameters() {
 }
 
 void Stage3Strategy::save(checkpoint::CheckpointWriter& writer) const {
-  save_shards(writer, sl_, rank_, 3, state_->buffers(true));
+  save_state(writer, sl_, rank_, 3, *state_);
 }
 
 void Stage3Strategy::load(const checkpoint::CheckpointReader& reader, bool load_optimizer) {

@@ -6,6 +6,7 @@
 #include "xtrain/zero/offload/nvme_optimizer.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 #include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
 #include "xtrain/base/stopwatch.h"
+#include "xtrain/optim/adam8bit.h"
+#include "xtrain/optim/cpu/quant8.h"
 #include "xtrain/optim/registry.h"
 #include "xtrain/zero/offload/disk_backed_allocations.h"
 #include "xtrain/zero/offload/uring_file.h"
@@ -64,12 +67,6 @@ bool check_space(const std::string& folder, const std::string& nvme_path, int64_
   return available >= needed;
 }
 
-// Points the optimizer's state tensors at arrays 1..S of `buf` (len elements each).
-void bind_state(optim::Optimizer& opt, const at::Tensor& buf, int64_t chunk, int64_t len) {
-  int64_t j = 1;
-  for (auto& [name, t] : opt.state()) t.set_(buf.narrow(0, j++ * chunk, len));
-}
-
 std::vector<optim::Segment> cut_segments(const optim::StepInputs& in, int64_t begin, int64_t end) {
   std::vector<optim::Segment> out;
   if (in.segments == nullptr) {
@@ -97,11 +94,19 @@ NvmeOptimizerState::NvmeOptimizerState(std::string nvme_path, int64_t rank, int6
   XTRAIN_USAGE_CHECK(optim::find_optimizer(optimizer.type).nvme_offload, "zero: optimizer ", optimizer.type,
                      " cannot be offloaded to NVMe (zero_optimization.offload_optimizer.device)");
   check_aio_options(aio);
-  chunk_ = std::max(kChunkAlign, std::min(round_up(sub_group_size, kChunkAlign), round_up(numel, kChunkAlign)));
   full_ = optim::make_optimizer(optimizer);
   optimizer_name_ = full_->name();
+  full_->init_state(kChunkAlign);  // a probe: is the state kept in quantisation blocks?
+  const int64_t align = optim::state_is_blockwise(full_->state(), kChunkAlign)
+                            ? std::max(kChunkAlign, optim::cpu::kQuantBlock)
+                            : kChunkAlign;
+  chunk_ = std::max(align, std::min(round_up(sub_group_size, align), round_up(numel, align)));
   full_->init_state(chunk_);
-  for (auto& [name, t] : full_->state()) state_names_.push_back(name);
+  if (numel_ % chunk_ != 0) {
+    tail_ = optim::make_optimizer(optimizer);
+    tail_->init_state(numel_ % chunk_);
+  }
+  plan_arrays();
 
   folder_ = make_folder(nvme_path, rank);
   static std::atomic<int64_t> instances{0};  // several states per process (tests, engines) get their own file
@@ -117,13 +122,40 @@ NvmeOptimizerState::NvmeOptimizerState(std::string nvme_path, int64_t rank, int6
 
   const int64_t nbuf = aio.overlap_events ? std::min<int64_t>(3, std::max<int64_t>(num_chunks(), 1)) : 1;
   for (int64_t b = 0; b < nbuf; ++b) buffers_.push_back(aligned_float_buffer(chunk_bytes() / 4));
-  bind_state(*full_, buffers_[0], chunk_, chunk_);  // frees init_state's allocation
-  const int64_t tail = numel_ % chunk_;
-  if (tail != 0) {
-    tail_ = optim::make_optimizer(optimizer);
-    tail_->init_state(tail);
-    bind_state(*tail_, buffers_[0], chunk_, tail);
+  bind_state(*full_, buffers_[0]);  // frees init_state's allocation
+  if (tail_) bind_state(*tail_, buffers_[0]);
+}
+
+void NvmeOptimizerState::plan_arrays() {
+  array_offset_ = {0};
+  full_numel_ = {chunk_};
+  tail_numel_ = {numel_ % chunk_};
+  array_dtype_ = {at::kFloat};
+  int64_t offset = round_up(chunk_ * 4, kIoAlign);
+  const auto full = full_->state();
+  const auto tail = tail_ ? tail_->state() : decltype(full){};
+  for (size_t j = 0; j < full.size(); ++j) {
+    const at::Tensor& t = full[j].second;
+    state_names_.push_back(full[j].first);
+    array_offset_.push_back(offset);
+    full_numel_.push_back(t.numel());
+    tail_numel_.push_back(tail.empty() ? 0 : tail[j].second.numel());
+    array_dtype_.push_back(t.scalar_type());
+    offset += round_up(t.numel() * static_cast<int64_t>(t.element_size()), kIoAlign);
   }
+  array_offset_.push_back(offset);  // the chunk's size
+}
+
+// Points the optimizer's state tensors at arrays 1..S of `buf`, each keeping its length and dtype.
+void NvmeOptimizerState::bind_state(optim::Optimizer& opt, const at::Tensor& buf) const {
+  auto* base = static_cast<char*>(buf.data_ptr());
+  size_t j = 1;
+  for (auto& [name, t] : opt.state()) t.set_(at::from_blob(base + array_offset_[j++], {t.numel()}, t.options()));
+}
+
+int64_t NvmeOptimizerState::array_numel(size_t j, int64_t k) const {
+  const bool short_last = k == num_chunks() - 1 && numel_ % chunk_ != 0;
+  return short_last ? tail_numel_[j] : full_numel_[j];
 }
 
 NvmeOptimizerState::~NvmeOptimizerState() { remove_files(); }
@@ -163,37 +195,48 @@ void NvmeOptimizerState::initialize(const at::Tensor& master) {
 }
 
 at::Tensor NvmeOptimizerState::read(const std::string& name) const {
-  const int64_t j = array_index(name);
-  auto out = at::empty({numel_}, at::kFloat);
-  const auto& buf = buffers_[0];
+  const auto j = static_cast<size_t>(array_index(name));
+  int64_t total = 0;
+  for (int64_t k = 0; k < num_chunks(); ++k) total += array_numel(j, k);
+  auto out = at::empty({total}, at::TensorOptions().dtype(array_dtype_[j]));
+  auto* dst = static_cast<char*>(out.data_ptr());
+  auto* buf = static_cast<char*>(buffers_[0].data_ptr());
+  const int64_t padded = array_offset_[j + 1] - array_offset_[j], size = out.element_size();
   for (int64_t k = 0; k < num_chunks(); ++k) {
-    file_->read(buf.data_ptr(), chunk_ * 4, k * chunk_bytes() + j * chunk_ * 4);
-    out.narrow(0, k * chunk_, chunk_len(k)).copy_(buf.narrow(0, 0, chunk_len(k)));
+    file_->read(buf, padded, k * chunk_bytes() + array_offset_[j]);
+    std::memcpy(dst, buf, array_numel(j, k) * size);
+    dst += array_numel(j, k) * size;
   }
   return out;
 }
 
 void NvmeOptimizerState::write(const std::string& name, const at::Tensor& t) {
-  const int64_t j = array_index(name);
-  TORCH_CHECK(t.numel() == numel_, "zero: write(\"", name, "\") needs ", numel_, " elements, got ", t.numel());
-  const auto src = t.reshape({-1}).to(at::kFloat);
-  auto& buf = buffers_[0];
+  const auto j = static_cast<size_t>(array_index(name));
+  int64_t total = 0;
+  for (int64_t k = 0; k < num_chunks(); ++k) total += array_numel(j, k);
+  TORCH_CHECK(t.numel() == total, "zero: write(\"", name, "\") needs ", total, " elements, got ", t.numel());
+  const auto src = t.reshape({-1}).to(array_dtype_[j]).contiguous();
+  const auto* from = static_cast<const char*>(src.data_ptr());
+  auto* buf = static_cast<char*>(buffers_[0].data_ptr());
+  const int64_t padded = array_offset_[j + 1] - array_offset_[j], size = src.element_size();
   for (int64_t k = 0; k < num_chunks(); ++k) {
-    buf.narrow(0, 0, chunk_).zero_();
-    buf.narrow(0, 0, chunk_len(k)).copy_(src.narrow(0, k * chunk_, chunk_len(k)));
-    file_->write(buf.data_ptr(), chunk_ * 4, k * chunk_bytes() + j * chunk_ * 4);
+    std::memset(buf, 0, padded);
+    std::memcpy(buf, from, array_numel(j, k) * size);
+    from += array_numel(j, k) * size;
+    file_->write(buf, padded, k * chunk_bytes() + array_offset_[j]);
   }
 }
 
 void NvmeOptimizerState::write_range(const std::string& name, int64_t offset, const at::Tensor& values) {
   const int64_t j = array_index(name), n = values.numel();
+  TORCH_CHECK(array_dtype_[j] == at::kFloat, "zero: write_range(\"", name, "\") needs an fp32 array");
   TORCH_CHECK(offset >= 0 && offset + n <= numel_, "zero: write_range(\"", name, "\") of ", n, " elements at ", offset,
               " is outside [0, ", numel_, ")");
   const auto src = values.reshape({-1}).to(at::kFloat).contiguous();
   for (int64_t done = 0; done < n;) {
     const int64_t pos = offset + done, k = pos / chunk_, in_chunk = pos - k * chunk_;
     const int64_t len = std::min(n - done, chunk_ - in_chunk);
-    file_->write(src.data_ptr<float>() + done, len * 4, k * chunk_bytes() + (j * chunk_ + in_chunk) * 4);
+    file_->write(src.data_ptr<float>() + done, len * 4, k * chunk_bytes() + array_offset_[j] + in_chunk * 4);
     done += len;
   }
 }
@@ -256,7 +299,7 @@ void NvmeOptimizerState::step_chunk(const optim::StepInputs& in, int64_t k, cons
                                     const ChunkSink& on_chunk) {
   const int64_t begin = k * chunk_, len = chunk_len(k);
   auto& opt = len == chunk_ ? *full_ : *tail_;
-  bind_state(opt, buf, chunk_, len);
+  bind_state(opt, buf);
   opt.set_step_count(step_count_);
   const auto segments = cut_segments(in, begin, begin + len);
   optim::StepInputs c = in;

@@ -5,10 +5,12 @@
 //
 // On disk: one file per instance, <nvme_path>/xtrain_rank<r>_<pid>/optimizer<n>.bin (n counts
 // instances in the process), removed with the object. With C = chunk_numel() (sub_group_size
-// rounded up to 1024 elements, so every array starts 4096-aligned) and S = state_names().size(),
-// chunk k starts at byte k·(1+S)·C·4 and holds 1+S fp32 arrays of C elements back to back: the
-// master weights, then each state in state_names() order. Elements past numel in the last chunk
-// are zero padding. Host byte order; no header.
+// rounded up to 1024 elements, so every array starts 4096-aligned; to 2048 for the 8-bit state,
+// so its quantisation blocks are the shard's) and S = state_names().size(), every chunk holds 1+S
+// arrays back to back, each padded to 4096 bytes: the fp32 master weights (C elements), then each
+// state in state_names() order as the optimizer keeps it for C elements (fp32 moments: C floats;
+// 8-bit Adam: C int8/uint8 codes and C/2048 fp32 absmax per moment, ~4x fewer bytes). Elements past
+// numel in the last chunk are zero padding. Host byte order; no header.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -49,7 +51,8 @@ class NvmeOptimizerState {
   void step(const optim::StepInputs& in, const ChunkSink& on_chunk);
   void step(const optim::StepInputs& in, const at::Tensor& params_out);  // params_out [numel], any dtype
 
-  // Whole [numel] fp32 tensors: "master" or a state name (checkpoints; not during step()).
+  // Whole tensors: "master" (fp32 [numel]) or a state name, in the optimizer's dtype and length for
+  // numel elements (checkpoints; not during step()).
   at::Tensor read(const std::string& name) const;
   void write(const std::string& name, const at::Tensor& t);
   // Elements [offset, offset + values.numel()) of one array (a fresh file holds zeros, so this
@@ -68,6 +71,7 @@ class NvmeOptimizerState {
   bool direct_io() const;
   int64_t disk_bytes() const { return num_chunks() * chunk_bytes(); }
   int64_t buffer_bytes() const;  // the chunk buffers in memory
+  int64_t buffer_master_bytes() const { return static_cast<int64_t>(buffers_.size()) * chunk_ * 4; }
 
   // Of the last step(): bytes moved; seconds the calling thread waited for reads / writes (with
   // overlap, only the part the step did not hide), spent in the optimizer, and in all.
@@ -78,16 +82,23 @@ class NvmeOptimizerState {
   IoStats last_step_stats() const { return stats_; }
 
  private:
-  int64_t chunk_bytes() const { return (1 + static_cast<int64_t>(state_names_.size())) * chunk_ * 4; }
+  int64_t chunk_bytes() const { return array_offset_.back(); }
   int64_t chunk_len(int64_t k) const { return std::min(chunk_, numel_ - k * chunk_); }
+  int64_t array_numel(size_t j, int64_t k) const;  // elements of array j (0: master) in chunk k
+  void bind_state(optim::Optimizer& opt, const at::Tensor& buf) const;
   int64_t array_index(const std::string& name) const;
   void remove_files() noexcept;
+  void plan_arrays();  // state_names_ and the array layout, from full_ and tail_
   void step_chunk(const optim::StepInputs& in, int64_t k, const at::Tensor& buf, const ChunkSink& on_chunk);
 
   int64_t numel_ = 0, chunk_ = 0, step_count_ = 0;
   optim::OptimizerOptions options_;
   std::string optimizer_name_, folder_, file_path_;
   std::vector<std::string> state_names_;
+  // Per array (0: master, then the states): byte offset in a chunk (plus the chunk's end), dtype,
+  // and elements in a full chunk and in the shorter last one.
+  std::vector<int64_t> array_offset_, full_numel_, tail_numel_;
+  std::vector<at::ScalarType> array_dtype_;
   std::vector<at::Tensor> buffers_;  // each (1+S)·C fp32, 4096-aligned
   // Steppers: the fused optimizers with their state re-pointed at a buffer's arrays (full chunks
   // and, when numel is not a multiple of C, the shorter last one).
