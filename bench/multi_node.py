@@ -327,7 +327,9 @@ def one_node_from_log(log_path):
         m = re.match(r"^  (\w+)-(\w+)-1\s+([\d.]+) tokens/s\s+([\d.]+) ms/step$", line.rstrip("\n"))
         if m:
             tps, step = float(m.group(3)), float(m.group(4)) / 1e3
-            one[(m.group(1), m.group(2))] = {"step_s": step, "tokens_per_s": tps, "tokens_per_step": round(tps * step)}
+            sets = dict(x.split("=") for x in MODELS[m.group(1)])  # exact: the log's tokens/s is rounded
+            tokens = int(sets["train_micro_batch_size_per_gpu"]) * int(sets.get("xtrain.model.seq_len", 256))
+            one[(m.group(1), m.group(2))] = {"step_s": step, "tokens_per_s": tps, "tokens_per_step": tokens}
             print("  %s-%s-1 %28.0f tokens/s  %8.1f ms/step  (from %s)" % (m.group(1), m.group(2), tps, step * 1e3, log_path))
     return one
 
