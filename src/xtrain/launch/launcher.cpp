@@ -128,6 +128,8 @@ std::optional<RankPlan> next_plan(const LaunchOptions& o, Peers* peers, int& rou
     const Membership m = peers->join_fixed(round, o.node_rank, o.nnodes);
     return plan_node(nproc_of(o), m.nnodes, m.node_rank, o.master_addr, o.master_port);
   }
+  say(o.err_fd, c10::str("joining round ", round, " of the run (--nnodes ", o.nnodes, ":", o.max_nnodes,
+                         "; node 0 closes each round)"));
   const auto m = peers->join_elastic(round, o.nnodes, o.max_nnodes);
   if (!m) return std::nullopt;
   round = m->round;
