@@ -75,3 +75,45 @@ def adamw_config(micro, gas=1, lr=1e-2, wd=0.01, **extra):
                                                      "weight_decay": wd}}}
     cfg.update(extra)
     return cfg
+
+
+class XtrainNamedGPT(nn.Module):
+    """GPT-2 (pre-LayerNorm, tanh GELU, biases, tied head) in plain torch under the parameter names of
+    xtrain's built-in `gpt` (wte, wpe, blocks.N.{ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj}, ln_f),
+    as tests/reference/gen_gpt.py writes it: a model defined in Python that the CLI also knows."""
+
+    def __init__(self, vocab=256, d=32, heads=2, layers=2, T=16):
+        super().__init__()
+        self.heads = heads
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(T, d)
+        self.blocks = nn.ModuleList(_NamedBlock(d) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+
+    def logits(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for b in self.blocks:
+            x = b(x, self.heads)
+        return self.ln_f(x) @ self.wte.weight.t()
+
+    def forward(self, idx, targets):
+        logits = self.logits(idx)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+class _NamedBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.Module()
+        self.attn.qkv, self.attn.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Module()
+        self.mlp.fc, self.mlp.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x, heads):
+        B, T, D = x.shape
+        q, k, v = self.attn.qkv(self.ln1(x)).split(D, dim=2)
+        q, k, v = (t.view(B, T, heads, D // heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(D // heads)
+        att = att.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")).softmax(-1)
+        x = x + self.attn.proj((att @ v).transpose(1, 2).reshape(B, T, D))
+        return x + self.mlp.proj(nn.functional.gelu(self.mlp.fc(self.ln2(x)), approximate="tanh"))
