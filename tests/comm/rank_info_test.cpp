@@ -159,5 +159,24 @@ TEST(RankInfo, MalformedVariablesAreNamed) {
             std::string::npos);
 }
 
+// srun and mpirun: LOCAL_WORLD_SIZE (read by the thread policy and the memory pool) is derived from
+// their variables when missing; set by torchrun or by the user, it is left alone.
+TEST(RankInfo, LocalWorldSizeToExportUnderSrunAndMpirun) {
+  EXPECT_EQ(local_world_size_to_export({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "16"}, {"SLURM_STEP_ID", "0"},
+                                        {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "4(x4)"},
+                                        {"SLURM_JOB_NODELIST", "n[1-4]"}}),
+            std::optional<int>(4));
+  EXPECT_EQ(local_world_size_to_export({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+            std::optional<int>(2));
+  EXPECT_EQ(local_world_size_to_export({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "1"}}),
+            std::nullopt);
+  EXPECT_EQ(local_world_size_to_export({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), std::nullopt);
+  EXPECT_EQ(local_world_size_to_export({}), std::nullopt);
+  // Malformed: nothing exported here; the run's own reading names the variable.
+  EXPECT_EQ(local_world_size_to_export({{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), std::nullopt);
+}
+
 }  // namespace
 }  // namespace xtrain::comm

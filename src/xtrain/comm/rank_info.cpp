@@ -155,6 +155,17 @@ EnvMap current_environment() {
 
 RankInfo rank_info_from_env() { return rank_info_from_env(current_environment()); }
 
+std::optional<int> local_world_size_to_export(const EnvMap& env) {
+  if (find(env, "LOCAL_WORLD_SIZE") || find(env, "RANK")) return std::nullopt;
+  try {
+    const RankInfo info = rank_info_from_env(env);
+    if (info.source == "slurm" || info.source == "openmpi") return info.local_world_size;
+  } catch (const UsageError&) {
+    // Reported with the variable's name when the run reads its rank.
+  }
+  return std::nullopt;
+}
+
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_index) {
   // Comma-separated "count" or "count(xrepeat)" items.
   int node = 0;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace xtrain::comm {
@@ -29,6 +30,13 @@ struct RankInfo {
 RankInfo rank_info_from_env(const EnvMap& env);
 RankInfo rank_info_from_env();  // this process's environment
 EnvMap current_environment();
+
+// srun and mpirun name the node's rank count in their own variables, but the thread policy, the memory
+// pool and the NVMe budget read torchrun's LOCAL_WORLD_SIZE. The value to export when it is missing and
+// Slurm or Open MPI started this process (16 ranks on a 64-core node then take 4 threads each, not 64);
+// nothing when it is set, when no such launcher started us, or when its variables are malformed (the
+// run's rank_info_from_env names them).
+std::optional<int> local_world_size_to_export(const EnvMap& env);
 
 // Open MPI 4's OMPI_MCA_orte_hnp_uri "123.0;tcp://10.0.0.1,10.1.0.1:4567" -> "10.0.0.1" (mpirun's host).
 std::string openmpi_hnp_address(const std::string& uri);
