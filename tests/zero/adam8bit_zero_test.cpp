@@ -28,25 +28,12 @@ using Mlp = testing::MlpLoss;
 
 // 9733 elements: several quantisation blocks per rank at two ranks.
 Mlp make_mlp() {
-  Mlp m;
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes{
-      {"fc1.weight", {kHidden, kIn}}, {"fc1.bias", {kHidden}}, {"fc2.weight", {kOut, kHidden}}, {"fc2.bias", {kOut}}};
-  double seed = 0.2;
-  for (const auto& [name, shape] : shapes) {
-    const int64_t n = c10::multiply_integers(shape);
-    auto t = (at::arange(n, at::kDouble) * 0.37 + seed).sin().mul(0.2).to(at::kFloat).view(shape);
-    m.params.emplace_back(name, t.requires_grad_(true));
-    seed += 0.9;
-  }
-  return m;
+  return testing::make_mlp_loss({{"fc1.weight", {kHidden, kIn}}, {"fc1.bias", {kHidden}}, {"fc2.weight", {kOut, kHidden}},
+                                 {"fc2.bias", {kOut}}},
+                                {0.37, 0.2, 0.2, 0.9});
 }
 
-data::Batch batch(int64_t first, int64_t count) {
-  auto i = at::arange(first, first + count, at::kDouble).unsqueeze(1);
-  auto x = (i * at::arange(1, kIn + 1, at::kDouble) * 0.11).cos();
-  auto y = (i * at::arange(1, kOut + 1, at::kDouble) * 0.07).sin();
-  return {x.to(at::kFloat), y.to(at::kFloat)};
-}
+data::Batch batch(int64_t first, int64_t count) { return testing::smooth_batch(first, count, kIn, kOut, 0.11, 0.07); }
 
 config::Config make_config(int stage, int64_t world, int64_t micro, const std::string& nvme_path,
                            const char* state_dtype = "int8") {

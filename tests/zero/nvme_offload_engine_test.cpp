@@ -32,25 +32,12 @@ using Mlp = testing::MlpLoss;
 
 // 3653 elements: 4 chunks of 1024 at one rank, 2 per rank at two (sub_group_size 1000).
 Mlp make_mlp() {
-  Mlp m;
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes{
-      {"fc1.weight", {kHidden, kIn}}, {"fc1.bias", {kHidden}}, {"fc2.weight", {kOut, kHidden}}, {"fc2.bias", {kOut}}};
-  double seed = 0.3;
-  for (const auto& [name, shape] : shapes) {
-    const int64_t n = c10::multiply_integers(shape);
-    auto t = (at::arange(n, at::kDouble) * 0.71 + seed).sin().mul(0.3).to(at::kFloat).view(shape);
-    m.params.emplace_back(name, t.requires_grad_(true));
-    seed += 1.1;
-  }
-  return m;
+  return testing::make_mlp_loss({{"fc1.weight", {kHidden, kIn}}, {"fc1.bias", {kHidden}}, {"fc2.weight", {kOut, kHidden}},
+                                 {"fc2.bias", {kOut}}},
+                                {0.71, 0.3, 0.3, 1.1});
 }
 
-data::Batch batch(int64_t first, int64_t count) {
-  auto i = at::arange(first, first + count, at::kDouble).unsqueeze(1);
-  auto x = (i * at::arange(1, kIn + 1, at::kDouble) * 0.13).cos();
-  auto y = (i * at::arange(1, kOut + 1, at::kDouble) * 0.05).sin();
-  return {x.to(at::kFloat), y.to(at::kFloat)};
-}
+data::Batch batch(int64_t first, int64_t count) { return testing::smooth_batch(first, count, kIn, kOut); }
 
 struct Case {
   int stage;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "support/fixtures.h"
+#include "support/mlp_loss.h"
 #include "support/multiprocess.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
@@ -128,23 +129,13 @@ struct Mlp {
 
 Mlp make_mlp() {
   Mlp m;
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes{
-      {"fc1.weight", {24, 8}}, {"fc1.bias", {24}}, {"fc2.weight", {5, 24}}, {"fc2.bias", {5}}, {"extra", {6}}};
-  double seed = 0.3;
-  for (const auto& [name, shape] : shapes) {
-    const int64_t n = c10::multiply_integers(shape);
-    m.params.emplace_back(name, (at::arange(n, at::kDouble) * 0.71 + seed).sin().mul(0.4).to(at::kFloat).view(shape)
-                                    .requires_grad_(true));
-    seed += 1.1;
-  }
+  m.params = testing::make_mlp_loss(
+                 {{"fc1.weight", {24, 8}}, {"fc1.bias", {24}}, {"fc2.weight", {5, 24}}, {"fc2.bias", {5}}, {"extra", {6}}})
+                 .params;
   return m;
 }
 
-data::Batch batch(int64_t first, int64_t count) {
-  auto i = at::arange(first, first + count, at::kDouble).unsqueeze(1);
-  return {(i * at::arange(1, 9, at::kDouble) * 0.13).cos().to(at::kFloat),
-          (i * at::arange(1, 6, at::kDouble) * 0.05).sin().to(at::kFloat)};
-}
+data::Batch batch(int64_t first, int64_t count) { return testing::smooth_batch(first, count, 8, 5); }
 
 constexpr int64_t kSteps = 4;
 

@@ -28,26 +28,12 @@ constexpr int64_t kSteps = 20;
 using Mlp = testing::MlpLoss;
 
 Mlp make_mlp() {
-  Mlp m;
   // "unused" never gets a gradient (its stage-2 unit is reduced at the end of backward).
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes{
-      {"fc1.weight", {24, 8}}, {"fc1.bias", {24}}, {"fc2.weight", {5, 24}}, {"fc2.bias", {5}}, {"unused", {6}}};
-  double seed = 0.3;
-  for (const auto& [name, shape] : shapes) {
-    const int64_t n = c10::multiply_integers(shape);
-    auto t = (at::arange(n, at::kDouble) * 0.71 + seed).sin().mul(0.4).to(at::kFloat).view(shape);
-    m.params.emplace_back(name, t.requires_grad_(true));
-    seed += 1.1;
-  }
-  return m;
+  return testing::make_mlp_loss(
+      {{"fc1.weight", {24, 8}}, {"fc1.bias", {24}}, {"fc2.weight", {5, 24}}, {"fc2.bias", {5}}, {"unused", {6}}});
 }
 
-data::Batch batch(int64_t first, int64_t count) {
-  auto i = at::arange(first, first + count, at::kDouble).unsqueeze(1);
-  auto x = (i * at::arange(1, 9, at::kDouble) * 0.13).cos();
-  auto y = (i * at::arange(1, 6, at::kDouble) * 0.05).sin();
-  return {x.to(at::kFloat), y.to(at::kFloat)};
-}
+data::Batch batch(int64_t first, int64_t count) { return testing::smooth_batch(first, count, 8, 5); }
 
 struct Case {
   int stage;

@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "support/fixtures.h"
+#include "support/mlp_loss.h"
 #include "support/multiprocess.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
@@ -54,12 +55,7 @@ Seq make_seq() {
   return seq;
 }
 
-data::Batch batch(int64_t first, int64_t count) {
-  auto i = at::arange(first, first + count, at::kDouble).unsqueeze(1);
-  auto x = (i * at::arange(1, 9, at::kDouble) * 0.13).cos();
-  auto y = (i * at::arange(1, 6, at::kDouble) * 0.05).sin();
-  return {x.to(at::kFloat), y.to(at::kFloat)};
-}
+data::Batch batch(int64_t first, int64_t count) { return testing::smooth_batch(first, count, 8, 5); }
 
 at::Tensor seq_loss(const Seq& seq, const data::Batch& b) {
   return (seq->forward(b.input).to(at::kFloat) - b.target).pow(2).mean();

@@ -5,10 +5,7 @@
 // (sigwait would need the signals blocked in every thread, and LibTorch starts threads before
 // main's code runs.) A SIGINT the shell set to ignored (a background job) stays ignored.
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -16,6 +13,7 @@
 #include <thread>
 
 #include "xtrain/base/log.h"
+#include "xtrain/cli/stop_signal.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/monitor/dashboard_auth.h"
 #include "xtrain/monitor/dashboard_server.h"
@@ -35,36 +33,6 @@ void describe(const monitor::DashboardOptions& o, int port) {
   }
 }
 
-int g_stop_pipe[2] = {-1, -1};  // signal plumbing is process-wide by nature
-
-extern "C" void on_stop_signal(int) {
-  const char byte = 1;
-  const ssize_t unused = ::write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
-  (void)unused;
-}
-
-void install_stop_handlers() {
-  if (g_stop_pipe[0] < 0 && ::pipe2(g_stop_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error("dashboard: cannot create the signal pipe");
-  }
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM}) {
-    struct sigaction old {};
-    ::sigaction(sig, nullptr, &old);
-    if (sig == SIGINT && old.sa_handler == SIG_IGN) continue;
-    ::sigaction(sig, &action, nullptr);
-  }
-}
-
-void wait_for_stop() {
-  char byte = 0;
-  while (::read(g_stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-  }
-}
-
 int serve(const monitor::DashboardOptions& o) {
   if (!std::filesystem::is_directory(o.logdir)) {
     log::warn("dashboard: ", o.logdir, " does not exist (yet): runs will appear once it does");
@@ -72,7 +40,7 @@ int serve(const monitor::DashboardOptions& o) {
   // A page that closes while its stream is written would otherwise end the process (cpp-httplib
   // 0.11 sends without MSG_NOSIGNAL); the failed write is handled where it happens.
   std::signal(SIGPIPE, SIG_IGN);
-  install_stop_handlers();
+  install_stop_signal_handlers();
   monitor::DashboardServer server(o);
   const int port = server.bind();  // refuses a non-loopback host without a token (exit 2)
   if (!monitor::is_loopback_host(o.host)) {
@@ -81,11 +49,11 @@ int serve(const monitor::DashboardOptions& o) {
   }
   describe(o, port);
   std::thread waiter([&server] {
-    wait_for_stop();
+    wait_for_stop_signal();
     server.stop();
   });
   server.run();
-  on_stop_signal(0);  // run() may have ended on its own: release the waiter
+  raise_stop_signal();  // run() may have ended on its own: release the waiter
   waiter.join();
   return 0;
 }

@@ -4,10 +4,7 @@
 // prints the address (with --port 0 the port chosen), and on SIGTERM/SIGINT drains: new requests
 // get 503, accepted ones finish, then exit 0. Signals as `xtrain dashboard`: a byte on a pipe.
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -16,6 +13,7 @@
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/file_io.h"
+#include "xtrain/cli/stop_signal.h"
 #include "xtrain/cli/subcommands.h"
 #include "xtrain/compress/artifact.h"
 #include "xtrain/compress/graph/executor.h"
@@ -36,28 +34,6 @@ struct ServeArgs {
   bool int8 = false, no_batching = false;
   serve::ServeOptions options;
 };
-
-int g_serve_pipe[2] = {-1, -1};  // signal plumbing is process-wide by nature
-
-extern "C" void on_serve_signal(int) {
-  const char byte = 1;
-  const ssize_t unused = ::write(g_serve_pipe[1], &byte, 1);  // async-signal-safe
-  (void)unused;
-}
-
-void install_handlers() {
-  if (g_serve_pipe[0] < 0 && ::pipe2(g_serve_pipe, O_CLOEXEC) != 0) throw std::runtime_error("serve: no signal pipe");
-  struct sigaction action {};
-  action.sa_handler = on_serve_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM}) {
-    struct sigaction old {};
-    ::sigaction(sig, nullptr, &old);
-    if (sig == SIGINT && old.sa_handler == SIG_IGN) continue;
-    ::sigaction(sig, &action, nullptr);
-  }
-}
 
 // The compressed model of `xtrain compress` (model.pt, config.json, quant.json) and its int8 plan.
 struct Compressed {
@@ -126,7 +102,7 @@ int run_serve(const ServeArgs& a) {
   serve::ServedModel model = load_served(a);
   const std::string summary = model.name + ", " + model.task + ", " + model.precision;
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-stream is handled where the write fails
-  install_handlers();
+  install_stop_signal_handlers();
   serve::Server server(std::move(model), o);
   const int port = server.bind();
   const std::string host = o.host == "0.0.0.0" || o.host == "::" ? "127.0.0.1" : o.host;
@@ -134,14 +110,12 @@ int run_serve(const ServeArgs& a) {
             << (o.batching ? "on, up to " + std::to_string(o.max_batch) : std::string("off")) << "; Ctrl-C stops)"
             << std::endl;
   std::thread waiter([&server] {
-    char byte = 0;
-    while (::read(g_serve_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-    }
+    wait_for_stop_signal();
     std::cerr << "serve: stopping: finishing the requests in flight" << std::endl;
     server.shutdown();
   });
   server.run();
-  on_serve_signal(0);  // run() may have ended on its own: release the waiter
+  raise_stop_signal();  // run() may have ended on its own: release the waiter
   waiter.join();
   std::cerr << "serve: stopped" << std::endl;
   return 0;

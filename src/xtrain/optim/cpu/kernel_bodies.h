@@ -71,29 +71,9 @@ inline void lamb_apply_lanes(const LambCoeffs& c, float neg_scaled_lr, int64_t i
   if (lowp != nullptr) W::store(lowp + i, pv);
 }
 
-// Calls f(grads + begin, lowp + begin) with the pointers typed; lowp is a null BFloat16* when absent.
-template <class F>
-inline void with_types(const FlatBuffers& b, int64_t begin, F&& f) {
-  auto with_lowp = [&](const auto* g) {
-    if (b.lowp == nullptr) {
-      f(g, static_cast<c10::BFloat16*>(nullptr));
-    } else if (b.lowp_type == c10::ScalarType::Half) {
-      f(g, static_cast<c10::Half*>(b.lowp) + begin);
-    } else {
-      f(g, static_cast<c10::BFloat16*>(b.lowp) + begin);
-    }
-  };
-  switch (b.grad_type) {
-    case c10::ScalarType::Float: return with_lowp(static_cast<const float*>(b.grads) + begin);
-    case c10::ScalarType::BFloat16: return with_lowp(static_cast<const c10::BFloat16*>(b.grads) + begin);
-    case c10::ScalarType::Half: return with_lowp(static_cast<const c10::Half*>(b.grads) + begin);
-    default: TORCH_INTERNAL_ASSERT(false, "optim: unexpected grad dtype ", b.grad_type);
-  }
-}
-
 void adam(const AdamCoeffs& coeffs, const FlatBuffers& b, int64_t begin, int64_t end) {
   const AdamCoeffs c = coeffs;  // a local copy: stores through float* cannot alias it, broadcasts stay hoisted
-  with_types(b, begin, [&](const auto* g, auto* lowp) {
+  with_typed_buffers(b, begin, [&](const auto* g, auto* lowp) {
     float* p = b.params + begin;
     float* m = b.state0 + begin;
     float* v = b.state1 + begin;
@@ -106,7 +86,7 @@ void adam(const AdamCoeffs& coeffs, const FlatBuffers& b, int64_t begin, int64_t
 
 void sgd(const SgdCoeffs& coeffs, const FlatBuffers& b, int64_t begin, int64_t end) {
   const SgdCoeffs c = coeffs;
-  with_types(b, begin, [&](const auto* g, auto* lowp) {
+  with_typed_buffers(b, begin, [&](const auto* g, auto* lowp) {
     float* p = b.params + begin;
     float* buf = c.use_momentum ? b.state0 + begin : nullptr;
     const int64_t n = end - begin;
@@ -119,7 +99,7 @@ void sgd(const SgdCoeffs& coeffs, const FlatBuffers& b, int64_t begin, int64_t e
 std::pair<double, double> lamb_norms(const LambCoeffs& coeffs, const FlatBuffers& b, int64_t begin, int64_t end) {
   const LambCoeffs c = coeffs;
   std::pair<double, double> out{0.0, 0.0};
-  with_types(b, begin, [&](const auto* g, auto*) {
+  with_typed_buffers(b, begin, [&](const auto* g, auto*) {
     const float* p = b.params + begin;
     float* m = b.state0 + begin;
     float* v = b.state1 + begin;
@@ -136,7 +116,7 @@ std::pair<double, double> lamb_norms(const LambCoeffs& coeffs, const FlatBuffers
 
 void lamb_step(const LambCoeffs& coeffs, float neg_scaled_lr, const FlatBuffers& b, int64_t begin, int64_t end) {
   const LambCoeffs c = coeffs;
-  with_types(b, begin, [&](const auto*, auto* lowp) {
+  with_typed_buffers(b, begin, [&](const auto*, auto* lowp) {
     float* p = b.params + begin;
     const float* m = b.state0 + begin;
     const float* v = b.state1 + begin;

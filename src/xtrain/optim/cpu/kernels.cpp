@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "xtrain/optim/cpu/simd.h"
+#include "xtrain/optim/cpu/typed_buffers.h"
 
 #pragma GCC optimize("fp-contract=off")
 // GCC 12 false positive inside its own _mm512_undefined_ps (avx512fintrin.h: `__m512 __Y = __Y;`).

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "xtrain/base/cpu_isa.h"
+#include "xtrain/optim/cpu/typed_buffers.h"
 
 
 namespace xtrain::optim::cpu {
@@ -154,25 +155,6 @@ inline __attribute__((always_inline)) void adam_run(const AdamCoeffs& c, int64_t
   }
 }
 
-template <class F>
-inline __attribute__((always_inline)) void typed(const Adam8bitBuffers& b, int64_t begin, F&& f) {
-  auto with_lowp = [&](const auto* g) {
-    if (b.lowp == nullptr) {
-      f(g, static_cast<c10::BFloat16*>(nullptr));
-    } else if (b.lowp_type == c10::ScalarType::Half) {
-      f(g, static_cast<c10::Half*>(b.lowp) + begin);
-    } else {
-      f(g, static_cast<c10::BFloat16*>(b.lowp) + begin);
-    }
-  };
-  switch (b.grad_type) {
-    case c10::ScalarType::Float: return with_lowp(static_cast<const float*>(b.grads) + begin);
-    case c10::ScalarType::BFloat16: return with_lowp(static_cast<const c10::BFloat16*>(b.grads) + begin);
-    case c10::ScalarType::Half: return with_lowp(static_cast<const c10::Half*>(b.grads) + begin);
-    default: TORCH_INTERNAL_ASSERT(false, "optim: unexpected grad dtype ", b.grad_type);
-  }
-}
-
 template <bool kAvx2>
 inline __attribute__((always_inline)) void block_body(const Adam8bitBuffers& b, int64_t block, const BlockRun* runs,
                                                       int num_runs) {
@@ -189,7 +171,7 @@ inline __attribute__((always_inline)) void block_body(const Adam8bitBuffers& b, 
   for (int r = 0; r < num_runs; ++r) {
     const BlockRun& run = runs[r];
     const AdamCoeffs c = *run.coeffs;
-    typed(b, run.begin, [&](const auto* g, auto* lowp) {
+    with_typed_buffers(b, run.begin, [&](const auto* g, auto* lowp) {
       adam_run(c, run.end - run.begin, b.params + run.begin, g, m + (run.begin - lo), v + (run.begin - lo), lowp);
     });
   }
