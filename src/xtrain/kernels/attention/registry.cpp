@@ -116,6 +116,7 @@ std::string describe(const AttentionCall& call) {
     for (size_t i = 0; i < call.windows.size(); ++i) s << (i ? "," : "") << call.windows[i];
     s << "]";
   }
+  if (call.grid2d()) s << " grid=" << call.grid_h << "x" << call.grid_w << (call.cls_token ? "+cls" : "");
   s << " dropout=" << call.dropout;
   return s.str();
 }
@@ -160,6 +161,20 @@ void check_attention_call(const AttentionCall& call) {
   if (call.multiscale()) ms_attention::check_windows(call.NH, call.windows);
   XTRAIN_USAGE_CHECK(call.dropout >= 0 && call.dropout < 1, "attention: dropout must be in [0, 1), got ", call.dropout,
                      " (xtrain.model.dropout)");
+  if (!call.grid2d()) {
+    XTRAIN_USAGE_CHECK(call.grid_w == 0 && !call.cls_token && call.grid_h == 0,
+                       "attention: a 1-D call has no grid_w or class token; got grid ", call.grid_h, "x", call.grid_w,
+                       call.cls_token ? " with a class token" : "", " (set grid_h > 0 for a 2-D call)");
+    return;
+  }
+  XTRAIN_USAGE_CHECK(call.grid_w > 0, "attention: the 2-D grid must be at least 1x1, got ", call.grid_h, "x",
+                     call.grid_w, " (xtrain.model grid)");
+  const int64_t tokens = call.grid_h * call.grid_w + (call.cls_token ? 1 : 0);
+  XTRAIN_USAGE_CHECK(call.T == tokens, "attention: the 2-D grid ", call.grid_h, "x", call.grid_w,
+                     call.cls_token ? " plus a class token" : "", " needs T = ", tokens, " tokens, got T = ", call.T,
+                     " (xtrain.model grid / pool)");
+  XTRAIN_USAGE_CHECK(!call.causal, "attention: 2-D attention over a patch grid is bidirectional; got a causal call ",
+                     "(grid ", call.grid_h, "x", call.grid_w, ")");
 }
 
 AttentionCall attention_call_for(const at::Tensor& q, bool causal, const std::vector<int64_t>& windows,
@@ -178,8 +193,9 @@ AttentionCall attention_call_for(const at::Tensor& q, bool causal, const std::ve
   return call;
 }
 
-at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                         const std::vector<int64_t>& windows, double dropout, const std::string& kernel) {
+namespace {
+
+void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   XTRAIN_USAGE_CHECK(q.dim() == 4, "attention: q must be [B, NH, T, HS], got ", q.sizes());
   XTRAIN_USAGE_CHECK(k.sizes() == q.sizes() && v.sizes() == q.sizes(), "attention: q, k, v must have one shape, got q ",
                      q.sizes(), " k ", k.sizes(), " v ", v.sizes());
@@ -190,10 +206,39 @@ at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
                      q.device(), ", ", k.device(), ", ", v.device());
   XTRAIN_USAGE_CHECK(at::isFloatingType(q.scalar_type()), "attention: dtype must be floating point, got ",
                      q.scalar_type());
+}
+
+}  // namespace
+
+at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                         const std::vector<int64_t>& windows, double dropout, const std::string& kernel) {
+  check_qkv(q, k, v);
   const AttentionCall call = attention_call_for(q, causal, windows, dropout);
   check_attention_call(call);
   // For observers of ATen's ops (monitor's flops profiler): the fused kernels run no ATen op.
   RECORD_FUNCTION("xtrain::attention", std::vector<c10::IValue>({q, k, v, causal, c10::IValue(windows)}));
+  return select(kernel, call)->impl(q, k, v, call);
+}
+
+at::Tensor run_attention_2d(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const std::vector<int64_t>& windows, int64_t grid_h, int64_t grid_w, bool cls_token,
+                            double dropout, const std::string& kernel) {
+  check_qkv(q, k, v);
+  XTRAIN_USAGE_CHECK(grid_h >= 1 && grid_w >= 1, "attention: the 2-D grid must be at least 1x1, got ", grid_h, "x",
+                     grid_w, " (xtrain.model grid)");
+  AttentionCall call = attention_call_for(q, /*causal=*/false, windows, dropout);
+  call.grid_h = grid_h;
+  call.grid_w = grid_w;
+  call.cls_token = cls_token;
+  check_attention_call(call);
+  if (windows.empty()) {
+    // Dense: the grid does not change the result; profiled as dense bidirectional attention.
+    RECORD_FUNCTION("xtrain::attention", std::vector<c10::IValue>({q, k, v, false, c10::IValue(windows)}));
+    return select(kernel, call)->impl(q, k, v, call);
+  }
+  // A name of its own: the flops profiler's 1-D multi-scale count does not apply to a grid.
+  RECORD_FUNCTION("xtrain::attention_2d", std::vector<c10::IValue>({q, k, v, c10::IValue(windows), grid_h, grid_w,
+                                                                      cls_token}));
   return select(kernel, call)->impl(q, k, v, call);
 }
 
