@@ -107,7 +107,7 @@ Command add_config(CLI::App& app) {
 std::vector<Command> all_commands(CLI::App& app) {
   return {add_train(app), add_eval(app), add_generate(app), add_ckpt(app), add_config(app),
           add_launch(app), add_tune(app), add_dashboard(app), add_compress(app), add_export(app), add_data(app),
-          add_plan(app), add_serve(app)};
+          add_plan(app), add_serve(app), add_federated(app)};
 }
 
 }  // namespace xtrain::cli

@@ -30,5 +30,6 @@ Command add_export(CLI::App& app);
 Command add_data(CLI::App& app);  // cli/data_command.cpp
 Command add_serve(CLI::App& app);  // cli/serve_command.cpp
 Command add_plan(CLI::App& app);  // cli/plan_command.cpp
+Command add_federated(CLI::App& app);  // cli/federated_command.cpp
 
 }  // namespace xtrain::cli
