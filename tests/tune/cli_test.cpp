@@ -1,6 +1,9 @@
 // `xtrain tune` end to end with the fake trainer as --trial-command: exit codes (0 done, 1 the
-// study stopped on failures, 2 a usage error), the files a study leaves, and the PNG plot. Skips
-// when the xtrain binary in the build folder is missing or has no `tune` command yet.
+// study stopped on failures, 2 a usage error), the files a study leaves, and the PNG plot; for
+// architecture search, --objective2 params against the GPT's closed-form parameter count (with
+// xtrain.model.args.mlp_ratio and a conditional key), and a real `xtrain train` stopping at its
+// training-time budget. Skips when the xtrain binary in the build folder is missing or has no
+// `tune` command yet.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -65,6 +68,77 @@ TEST(TuneCli, ExitCodes) {
   std::ofstream(s.space) << R"({"optimizer.params.lr": {"type": "logunifrom", "low": 1e-4, "high": 1e-1}})";
   EXPECT_EQ(testing::run_command(tune_command(s, "--trials 1"), &out), 2) << out;
   EXPECT_NE(out.find("did you mean 'loguniform'"), std::string::npos) << out;
+}
+
+// A byte-level GPT (V = 256, tied head, biases) with L layers, width C, MLP ratio r, context T.
+int64_t gpt_parameters(int64_t L, int64_t C, int64_t r, int64_t T = 256) {
+  const int64_t per_block = 2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (r * C * C + r * C) + (r * C * C + C);
+  return 256 * C + T * C + L * per_block + 2 * C;
+}
+
+TEST(TuneCli, ObjectiveParamsIsTheModelsParameterCount) {
+  if (!have_tune_command()) GTEST_SKIP() << "no `xtrain tune` in " << testing::xtrain_binary();
+  auto s = make_inputs("tune-cli-params");
+  std::ofstream(s.space) << R"({"xtrain.model.layers": {"type": "int", "low": 1, "high": 3},
+    "xtrain.model.d_model": {"type": "int", "low": 32, "high": 96, "step": 32},
+    "xtrain.model.args.mlp_ratio": {"type": "int", "low": 1, "high": 4},
+    "xtrain.model.attention.type": {"type": "choice", "values": ["dense", "multiscale"]},
+    "xtrain.model.attention.windows": {"type": "choice", "values": [[4, 8], [8]],
+                                       "when": {"xtrain.model.attention.type": "multiscale"}},
+    "$constraints": [["xtrain.model.d_model", "multiple_of", "xtrain.model.heads"]]})";
+  std::string out;
+  // heads is not a parameter of this space: the constraint names it.
+  ASSERT_EQ(testing::run_command(tune_command(s, "--trials 1"), &out), 2) << out;
+  EXPECT_NE(out.find("\"xtrain.model.heads\" is not a parameter of the space"), std::string::npos) << out;
+  std::ofstream(s.space) << R"({"xtrain.model.layers": {"type": "int", "low": 1, "high": 3},
+    "xtrain.model.d_model": {"type": "int", "low": 32, "high": 96, "step": 32},
+    "xtrain.model.args.mlp_ratio": {"type": "int", "low": 1, "high": 4},
+    "xtrain.model.attention.type": {"type": "choice", "values": ["dense", "multiscale"]},
+    "xtrain.model.attention.windows": {"type": "choice", "values": [[4, 8], [8]],
+                                       "when": {"xtrain.model.attention.type": "multiscale"}}})";
+  const int rc = testing::run_command(
+      tune_command(s, "--trials 5 --sampler random --seed 2 --objective2 params --set xtrain.model.heads=2"), &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("Pareto front"), std::string::npos) << out;
+  for (int64_t id = 0; id < 5; ++id) {
+    const auto t = nlohmann::json::parse(read_file(s.dir + "/study/trials/" + trial_name(id) + ".json"));
+    const auto& p = t["params"];
+    EXPECT_EQ(p.contains("xtrain.model.attention.windows"), p["xtrain.model.attention.type"] == "multiscale") << p;
+    const int64_t expected = gpt_parameters(p["xtrain.model.layers"].get<int64_t>(),
+                                            p["xtrain.model.d_model"].get<int64_t>(),
+                                            p["xtrain.model.args.mlp_ratio"].get<int64_t>());
+    EXPECT_EQ(t["objective2"].get<double>(), static_cast<double>(expected)) << p;
+  }
+  const auto front = nlohmann::json::parse(read_file(s.dir + "/study/pareto.json"));
+  EXPECT_FALSE(front["front"].empty());
+  EXPECT_EQ(read_file(s.dir + "/study/pareto.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+// A real training run with XTRAIN_TRAIN_SECONDS stops long before xtrain.steps and evaluates at
+// the step it reached.
+TEST(TuneCli, TrainStopsAtItsTrainingTimeBudget) {
+  if (!have_tune_command()) GTEST_SKIP() << "no `xtrain tune` in " << testing::xtrain_binary();
+  const auto dir = testing::temp_dir("tune-cli-seconds");
+  std::string out;
+  const int rc = testing::run_command(
+      "XTRAIN_TRAIN_SECONDS=0.5 " + testing::xtrain_binary() +
+          " train --set xtrain.steps=1000000 --set xtrain.model.layers=1 --set xtrain.model.d_model=32"
+          " --set xtrain.model.heads=2 --set xtrain.model.seq_len=32 --set xtrain.model.args.mlp_ratio=2"
+          " --set train_micro_batch_size_per_gpu=2 --set xtrain.eval_interval=0 --set xtrain.eval_batches=1"
+          " --set xtrain.save_interval=-1 --set xtrain.generate.tokens=0 --set steps_per_print=1 --output " +
+          dir + "/run",
+      &out);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("XTRAIN_TRAIN_SECONDS: 0.5 s of training reached after"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(gpt_parameters(1, 32, 2, 32)) + " parameters"), std::string::npos) << out;
+  std::ifstream metrics(dir + "/run/metrics.jsonl");
+  int64_t eval_step = -1;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("val/loss")) eval_step = j["step"].get<int64_t>();
+  }
+  EXPECT_GT(eval_step, 0);
+  EXPECT_LT(eval_step, 1000000);
 }
 
 }  // namespace

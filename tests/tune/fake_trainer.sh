@@ -9,6 +9,7 @@
 #   FAKE_NO_METRIC    exit 0 without writing val/loss
 #   FAKE_CURVE        "step:value step:value ..." reported instead of the formula (scripted curves)
 #   FAKE_LINGER       seconds to stay alive after the last report (as the trainer saves a checkpoint)
+# XTRAIN_TRAIN_SECONDS (tune --trial-seconds) is echoed on stdout.
 out=""
 lr=0.001
 dropout=0.1
@@ -28,6 +29,7 @@ done
 [ -n "$out" ] || { echo "fake_trainer: no --output" >&2; exit 2; }
 mkdir -p "$out"
 echo "fake_trainer: lr=$lr dropout=$dropout"
+[ -n "$XTRAIN_TRAIN_SECONDS" ] && echo "fake_trainer: XTRAIN_TRAIN_SECONDS=$XTRAIN_TRAIN_SECONDS"
 if [ -n "$FAKE_CRASH_ABOVE" ] && awk -v a="$lr" -v b="$FAKE_CRASH_ABOVE" 'BEGIN { exit !(a + 0 > b + 0) }'; then
   echo "fake_trainer: step 1" >&2
   echo "RuntimeError: the loss is nan at step 3 (lr=$lr)" >&2

@@ -3,8 +3,16 @@
 // search (tune/tuner.h). Each trial is `xtrain train --config STUDY/base_config.json --set k=v ...
 // --output STUDY/trials/<id> [--plugin LIB ...]` run as a child process (this same binary,
 // /proc/self/exe), or the command given by --trial-command / $XTRAIN_TUNE_TRIAL_COMMAND (tests use a
-// fake trainer).
+// fake trainer). Architecture search: --trial-seconds S (a training-time budget per trial) and
+// --objective2 params|latency (measured here, in this process, on the model each complete trial
+// trained: its run directory's config.json), with the Pareto front at the end.
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -20,6 +28,8 @@
 #include "xtrain/config/config.h"
 #include "xtrain/run/smoke.h"
 #include "xtrain/run/train.h"
+#include "xtrain/models/factory.h"
+#include "xtrain/models/registry.h"
 #include "xtrain/monitor/plot/plot.h"
 #include "xtrain/tune/space.h"
 #include "xtrain/tune/tuner.h"
@@ -29,7 +39,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TuneArgs {
-  std::string config_path, space_path, trial_command;
+  std::string config_path, space_path, trial_command, objective2;
+  int64_t latency_batch = 8;
   tune::TuneOptions options;
 };
 
@@ -84,6 +95,63 @@ void write_convergence_png(const std::string& path, const std::vector<double>& t
   monitor::write_line_plot_png(path, {monitor::Series{"best so far", trials, best}}, po);
 }
 
+// The model a trial trained, from its run directory's config.json (the resolved config: vocab from
+// the tokenizer, XTRAIN_SMOKE's sizes), else from the base config with the trial's overrides.
+models::Model trial_model(const tune::TrialLaunch& l, const std::string& base_text) {
+  config::LoadOptions lo;
+  lo.quiet = true;
+  const auto saved = (fs::path(l.run_dir) / "config.json").string();
+  config::Loaded loaded;
+  if (fs::exists(saved)) {
+    loaded = config::load(saved, lo);
+  } else {
+    lo.overrides = l.overrides;
+    loaded = config::load_text(base_text, lo, "the base config");
+  }
+  return models::build_model(loaded.config.model);
+}
+
+// Median forward time in ms of `batch` samples (zeros tokens [B, T] for a language model, N(0, 1)
+// samples of the model's input shape otherwise), no grad, eval mode, after two warm-up calls.
+double forward_latency_ms(const models::Model& m, int64_t batch, int threads) {
+  at::set_num_threads(threads);
+  at::NoGradGuard no_grad;
+  m.module->eval();
+  std::vector<int64_t> shape = {batch};
+  at::Tensor input;
+  if (m.task == "lm") {
+    input = at::zeros({batch, m.options.seq_len}, at::kLong);
+  } else {
+    for (auto d : models::input_sample_shape(m.options)) shape.push_back(d);
+    input = at::randn(shape);
+  }
+  for (int i = 0; i < 2; ++i) m.forward(input);
+  std::vector<double> ms;
+  for (int i = 0; i < 7; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    m.forward(input);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// --objective2: "params" -> the parameter count; "latency" -> forward ms at --latency-batch.
+void set_objective2(TuneArgs& a) {
+  auto& o = a.options;
+  if (a.objective2.empty()) return;
+  o.objective2 = a.objective2 == "latency" ? "latency_ms" : "params";
+  const std::string base = o.base_config_text;
+  const int64_t batch = a.latency_batch;
+  const int threads = static_cast<int>(std::max<int64_t>(1, std::thread::hardware_concurrency() / o.parallel));
+  const bool latency = a.objective2 == "latency";
+  o.measure_objective2 = [base, batch, threads, latency](const tune::TrialLaunch& l) {
+    const auto m = trial_model(l, base);
+    if (!latency) return static_cast<double>(models::count_parameters(*m.module));
+    return forward_latency_ms(m, batch, threads);
+  };
+}
+
 std::string default_study_dir(const std::string& base_config_text) {
   config::LoadOptions lo;
   lo.quiet = true;
@@ -104,6 +172,7 @@ int run_tune(TuneArgs& a) {
   tune::check_executable(prefix.front());
   o.command = command_builder(prefix, o.parallel);
   o.plot = write_convergence_png;
+  set_objective2(a);
   log::info("tune: study ", o.study_dir, " (run the same command with --study ", o.study_dir, " to resume)");
   const auto result = tune::run_study(space, o);
   if (result.best_id >= 0) {
@@ -138,6 +207,9 @@ Command add_tune(CLI::App& app) {
   cmd->add_option("--sampler", o.sampler, "gp (Bayesian optimisation) or random")
       ->capture_default_str()
       ->check(CLI::IsMember({"gp", "random"}));
+  cmd->add_option("--gp-initial", o.gp_initial, "gp: random trials before the GP proposes (0: max(5, dims + 1))")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--pruner", o.pruner, "early stopping: median, asha or none")
       ->capture_default_str()
       ->check(CLI::IsMember({"median", "asha", "none"}));
@@ -150,6 +222,16 @@ Command add_tune(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--trial-command", a->trial_command,
                   "run trials with this command instead of 'xtrain train' (it gets --config, --set, --output)");
+  cmd->add_option("--trial-seconds", o.trial_seconds,
+                  "train each trial for this many seconds of training time, then evaluate (0: xtrain.steps)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--objective2", a->objective2,
+                  "second objective for a Pareto front: params (parameter count) or latency (forward ms)")
+      ->check(CLI::IsMember({"params", "latency"}));
+  cmd->add_option("--latency-batch", a->latency_batch, "--objective2 latency: samples per timed forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--asha-min-step", o.pruning.min_resource, "ASHA's first rung (0: the first reported step)")
       ->capture_default_str();
   cmd->add_option("--asha-reduction", o.pruning.reduction_factor, "ASHA keeps the top 1/eta at each rung")

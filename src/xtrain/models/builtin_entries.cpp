@@ -92,7 +92,8 @@ ModelEntry gpt_entry() {
     return Model{gpt, [gpt](const at::Tensor& idx) { return gpt->forward(idx); }, "lm", o};
   };
   e.keys = {{"layers", ""}, {"d_model", ""}, {"heads", ""}, {"seq_len", ""}, {"vocab", ""},
-            {"dropout", ""}, {"tie_embeddings", ""}, {"attention", ""}};
+            {"dropout", ""}, {"tie_embeddings", ""}, {"attention", ""},
+            {"args.mlp_ratio", "MLP width / d_model (default 4, GPT-2's)"}};
   e.sample_shape = [](const ModelOptions& o) { return std::vector<int64_t>{o.seq_len}; };
   e.generate = gpt_generate;
   e.tiny = gpt_tiny;

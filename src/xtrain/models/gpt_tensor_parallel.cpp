@@ -25,6 +25,11 @@ TensorParallelGPTImpl::TensorParallelGPTImpl(const ModelOptions& options, parall
   XTRAIN_USAGE_CHECK(options.vocab % n == 0 && options.heads % n == 0 && (4 * options.d_model) % n == 0,
                      "models: tensor_parallel.size ", n, " must divide xtrain.model.vocab (", options.vocab,
                      "), heads (", options.heads, ") and 4 x d_model (", 4 * options.d_model, ")");
+  const bool gpt2_mlp =
+      !options.args.is_object() || !options.args.contains("mlp_ratio") || options.args.at("mlp_ratio") == 4;
+  XTRAIN_USAGE_CHECK(gpt2_mlp,
+                     "models: tensor parallelism needs the GPT-2 MLP (xtrain.model.args.mlp_ratio 4), got ",
+                     options.args.at("mlp_ratio").dump());
   const int64_t C = options.d_model;
   GPT full(options);  // the single-rank model from the caller's seed; this rank keeps its slices
   wte = register_module("wte", parallel::tensor::VocabParallelEmbedding(options.vocab, C, tp_));

@@ -3,10 +3,13 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 
+#include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
 #include "xtrain/base/utf8.h"
@@ -107,11 +110,34 @@ TrainLoop::TrainLoop(Setup& s, std::string run_dir, bool resumed)
   s_.engine->set_stage_timer(&mon_.timer());
 }
 
+// XTRAIN_TRAIN_SECONDS=S (set by `xtrain tune --trial-seconds`; 0 or unset: none): the loop stops
+// after the step that reaches S seconds of training time, then the run ends as usual (final
+// evaluation at that step). One process only: ranks timing themselves could stop at different steps.
+static double train_seconds_limit(const comm::RankInfo& rank) {
+  const auto text = env::get("XTRAIN_TRAIN_SECONDS");
+  if (!text || text->empty()) return 0.0;
+  char* end = nullptr;
+  const double s = std::strtod(text->c_str(), &end);
+  XTRAIN_USAGE_CHECK(end != text->c_str() && *end == '\0' && std::isfinite(s) && s >= 0,
+                     "XTRAIN_TRAIN_SECONDS must be a number of seconds >= 0, got '", *text, "'");
+  XTRAIN_USAGE_CHECK(s == 0 || rank.world_size == 1, "XTRAIN_TRAIN_SECONDS (a training-time budget) needs a ",
+                     "single-process run, got ", rank.world_size, " ranks");
+  return s;
+}
+
 TrainResult TrainLoop::run() {
   s_.engine->train(true);
+  const double limit = train_seconds_limit(s_.rank);
+  const auto start = std::chrono::steady_clock::now();
   while (s_.engine->global_steps() < steps_) {
     step();
     after_step();
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (limit > 0 && spent >= limit && s_.engine->global_steps() < steps_) {
+      log::info("XTRAIN_TRAIN_SECONDS: ", fmt(limit), " s of training reached after ", s_.engine->global_steps(),
+                " steps; evaluating");
+      break;
+    }
   }
   return finish();
 }
@@ -202,6 +228,8 @@ void TrainLoop::report(const StepStats& st) {
   const bool log_now = st.step % log_every_ == 0 || st.step == steps_;
   if (log_now) r.memory_bytes = s_.engine->memory_bytes();
   mon_.end_step(r, log_now);
+  // Bytes this rank sent over the data-parallel group so far: plain data parallelism vs xtrain.local_sgd.
+  if (log_now) metrics.write(st.step, {{"comm/bytes", static_cast<double>(s_.engine->comm_bytes())}});
   if (mon_.histograms_due(st.step)) mon_.write_histograms(st.step, "params/", named_tensors(*s_.model.module, false, 1));
   for (const auto& d : s_.engine->take_schedule_decisions()) {
     progress_.message(c10::str("schedule: step ", d.step, ": ", d.what, " -> lr ", fmt(d.lr, 3)));

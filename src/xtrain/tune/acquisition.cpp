@@ -1,6 +1,7 @@
 // Candidate generation and local refinement for the acquisition. Local candidates perturb the
 // best observed points at three scales (0.1, 0.02, 0.004 of the unit cube): fine convergence near
 // an optimum needs candidates there, which uniform sampling in several dimensions rarely gives.
+// Candidates that break a constraint of the space (after snapping) score -inf and are never chosen.
 #include "xtrain/tune/acquisition.h"
 
 #include <algorithm>
@@ -91,6 +92,7 @@ std::vector<double> maximize_log_ei(const GaussianProcess& gp, double best, cons
                                     Rng& rng) {
   std::vector<Scored> pool;
   auto add = [&](std::vector<double> x) {
+    if (!space.feasible_point(x)) return;
     const double v = gp_log_ei(gp, x.data(), best);
     pool.push_back({std::move(x), std::isfinite(v) ? v : -std::numeric_limits<double>::infinity()});
   };

@@ -13,6 +13,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/monitor/jsonl_sink.h"
 #include "xtrain/monitor/progress.h"
+#include "xtrain/tune/pareto.h"
 #include "xtrain/tune/study_store.h"
 
 namespace xtrain::tune {
@@ -45,7 +46,8 @@ std::vector<double> best_so_far(const std::vector<Trial>& trials, double sign) {
 
 }  // namespace
 
-TrialTable::TrialTable(const SearchSpace& space, std::string metric) : metric_(std::move(metric)) {
+TrialTable::TrialTable(const SearchSpace& space, std::string metric, std::string objective2)
+    : metric_(std::move(metric)), objective2_(std::move(objective2)) {
   std::map<std::string, int> count;
   for (const auto& p : space.params()) ++count[p.key.substr(p.key.rfind('.') + 1)];
   for (const auto& p : space.params()) {
@@ -58,6 +60,7 @@ TrialTable::TrialTable(const SearchSpace& space, std::string metric) : metric_(s
 std::string TrialTable::header() const {
   std::string h = pad("trial", 6) + pad("state", 9) + pad(metric_, std::max<size_t>(11, metric_.size() + 1)) +
                   pad("step", 7) + pad("time", 8);
+  if (!objective2_.empty()) h += pad(objective2_, std::max<size_t>(11, objective2_.size() + 1));
   for (const auto& l : labels_) h += pad(l, std::max<size_t>(10, l.size() + 1));
   return h;
 }
@@ -67,9 +70,10 @@ std::string TrialTable::row(const Trial& t) const {
                   pad(format_number(t.value), std::max<size_t>(11, metric_.size() + 1)) +
                   pad(t.intermediate.empty() ? "-" : std::to_string(t.last_step()), 7) +
                   pad(t.finished > 0 ? monitor::format_duration(t.seconds()) : "-", 8);
+  if (!objective2_.empty()) r += pad(format_number(t.objective2), std::max<size_t>(11, objective2_.size() + 1));
   for (size_t i = 0; i < keys_.size(); ++i) {
-    const auto v = t.params.contains(keys_[i]) ? SearchSpace::format(t.params.at(keys_[i])) : "?";
-    r += pad(v, std::max<size_t>(10, labels_[i].size() + 1));
+    const auto v = t.params.contains(keys_[i]) ? SearchSpace::format(t.params.at(keys_[i])) : "-";  // "-": inactive
+    r += pad(v + " ", std::max<size_t>(10, labels_[i].size() + 1));  // a space even after a long value
   }
   return r;
 }
@@ -83,8 +87,9 @@ std::string TrialTable::table(const std::vector<Trial>& trials) const {
 std::string TrialTable::describe(const Params& params) const {
   std::string out;
   for (size_t i = 0; i < keys_.size(); ++i) {
+    if (!params.contains(keys_[i])) continue;  // an inactive conditional parameter
     if (!out.empty()) out += " ";
-    out += labels_[i] + "=" + (params.contains(keys_[i]) ? SearchSpace::format(params.at(keys_[i])) : "?");
+    out += labels_[i] + "=" + SearchSpace::format(params.at(keys_[i]));
   }
   return out;
 }
@@ -155,6 +160,9 @@ std::vector<std::string> write_study_outputs(const std::string& dir, const Searc
       write_file_atomic(path("best_config.json"), config::to_json(loaded.config) + "\n");
       written.push_back(path("best_config.json"));
     }
+  }
+  if (!o.objective2.empty()) {
+    for (const auto& p : write_pareto_outputs(dir, space, trials, sign, o.metric, o.objective2)) written.push_back(p);
   }
   if (o.plot) {
     std::vector<double> xs, ys;  // a staircase: each improvement is a vertical step at its trial

@@ -17,7 +17,8 @@ namespace xtrain::tune {
 
 class TrialTable {
  public:
-  TrialTable(const SearchSpace& space, std::string metric);
+  // `objective2`: "" or the second objective's name (a column after the metric's).
+  TrialTable(const SearchSpace& space, std::string metric, std::string objective2 = "");
   std::string header() const;
   std::string row(const Trial& trial) const;
   std::string table(const std::vector<Trial>& trials) const;  // header + rows
@@ -25,7 +26,7 @@ class TrialTable {
 
  private:
   std::vector<std::string> keys_, labels_;
-  std::string metric_;
+  std::string metric_, objective2_;
 };
 
 // STUDY/metrics.jsonl in the trainer's format, so the dashboard shows a running study like a run:

@@ -94,8 +94,11 @@ std::vector<double> GpSampler::propose(const std::vector<Observation>& done,
   return maximize_log_ei(gp, best, space_, anchors, avoid, ao, rng);
 }
 
-std::unique_ptr<Sampler> make_sampler(const std::string& name, const SearchSpace& space) {
-  if (name == "gp") return std::make_unique<GpSampler>(space);
+std::unique_ptr<Sampler> make_sampler(const std::string& name, const SearchSpace& space, int64_t initial_random) {
+  XTRAIN_USAGE_CHECK(initial_random >= 0, "tune: --gp-initial must be >= 0, got ", initial_random);
+  GpSamplerOptions options;
+  options.initial_random = initial_random;
+  if (name == "gp") return std::make_unique<GpSampler>(space, options);
   if (name == "random") return std::make_unique<RandomSampler>(space);
   XTRAIN_USAGE_ERROR("tune: unknown sampler '", name, "'", did_you_mean_suffix(name, {"gp", "random"}),
                      "; use gp or random");

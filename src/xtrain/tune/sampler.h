@@ -64,6 +64,7 @@ class GpSampler : public Sampler {
 };
 
 // "gp" or "random"; UsageError naming the valid names otherwise.
-std::unique_ptr<Sampler> make_sampler(const std::string& name, const SearchSpace& space);
+// `initial_random`: GpSamplerOptions::initial_random (0: its default).
+std::unique_ptr<Sampler> make_sampler(const std::string& name, const SearchSpace& space, int64_t initial_random = 0);
 
 }  // namespace xtrain::tune

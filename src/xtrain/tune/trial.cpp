@@ -44,18 +44,20 @@ nlohmann::json to_json(const Trial& t) {
   for (const auto& [step, v] : t.intermediate) inter.push_back({step, number_or_null(v)});
   nlohmann::json rungs = nlohmann::json::array();
   for (double r : t.rungs) rungs.push_back(number_or_null(r));
-  return {{"id", t.id},
-          {"state", state_name(t.state)},
-          {"params", t.params},
-          {"value", t.value ? number_or_null(*t.value) : nlohmann::json(nullptr)},
-          {"step", t.last_step()},
-          {"intermediate", inter},
-          {"rungs", rungs},
-          {"error", t.error},
-          {"attempt", t.attempt},
-          {"started", t.started},
-          {"finished", t.finished},
-          {"seconds", t.seconds()}};
+  nlohmann::json j = {{"id", t.id},
+                      {"state", state_name(t.state)},
+                      {"params", t.params},
+                      {"value", t.value ? number_or_null(*t.value) : nlohmann::json(nullptr)},
+                      {"step", t.last_step()},
+                      {"intermediate", inter},
+                      {"rungs", rungs},
+                      {"error", t.error},
+                      {"attempt", t.attempt},
+                      {"started", t.started},
+                      {"finished", t.finished},
+                      {"seconds", t.seconds()}};
+  if (t.objective2) j["objective2"] = number_or_null(*t.objective2);
+  return j;
 }
 
 Trial trial_from_json(const nlohmann::json& j, const std::string& origin) {
@@ -69,6 +71,7 @@ Trial trial_from_json(const nlohmann::json& j, const std::string& origin) {
       t.intermediate.emplace_back(e.at(0).get<int64_t>(), e.at(1).is_null() ? NAN : e.at(1).get<double>());
     for (const auto& r : j.value("rungs", nlohmann::json::array()))
       t.rungs.push_back(r.is_null() ? NAN : r.get<double>());
+    if (j.contains("objective2") && !j.at("objective2").is_null()) t.objective2 = j.at("objective2").get<double>();
     t.error = j.value("error", "");
     t.attempt = j.value("attempt", 0);
     t.started = j.value("started", 0.0);

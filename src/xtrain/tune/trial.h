@@ -23,6 +23,7 @@ struct Trial {
   TrialState state = TrialState::kRunning;
   std::vector<std::pair<int64_t, double>> intermediate;  // (step, metric) in report order
   std::optional<double> value;                           // complete: final; pruned: last reported
+  std::optional<double> objective2;      // --objective2 (parameters, latency ms): complete trials
   std::vector<double> rungs;             // ASHA: the (minimisation-signed) value recorded at each rung reached
   std::string error;                     // failed: the cause; pruned: the pruner's reason
   int64_t attempt = 0;                   // launches so far (> 1 after a resume re-ran it)

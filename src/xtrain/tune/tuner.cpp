@@ -16,6 +16,7 @@
 #include "xtrain/base/log.h"
 #include "xtrain/config/config.h"
 #include "xtrain/monitor/progress.h"
+#include "xtrain/tune/pareto.h"
 #include "xtrain/tune/report.h"
 #include "xtrain/tune/sampler.h"
 #include "xtrain/tune/study_store.h"
@@ -31,8 +32,7 @@ double unix_now() { return std::chrono::duration<double>(std::chrono::system_clo
 void validate_against_config(const SearchSpace& space, const TuneOptions& o) {
   if (o.base_config_text.empty()) return;
   auto overrides = o.fixed_overrides;
-  for (const auto& s : space.overrides(space.decode(std::vector<double>(static_cast<size_t>(space.dims()), 0.5))))
-    overrides.push_back(s);
+  for (const auto& s : space.overrides(space.every_key())) overrides.push_back(s);  // conditional keys too
   config::LoadOptions lo;
   lo.overrides = overrides;
   lo.quiet = true;
@@ -88,6 +88,8 @@ class StudyRunner {
   void poll();
   void finish_exited(Running& r);
   void finished(Trial& t);
+  TrialLaunch launch_of(const Trial& t) const;
+  void measure_objective2(Trial& t);
   std::vector<Observation> observations(std::vector<std::vector<double>>* pending) const;
 
   const SearchSpace& space_;
@@ -124,6 +126,8 @@ const std::string& checked_study_dir(const TuneOptions& o) {
   XTRAIN_USAGE_CHECK(o.parallel > 0, "tune: --parallel must be > 0, got ", o.parallel);
   XTRAIN_USAGE_CHECK(o.max_failures > 0, "tune: --max-failures must be > 0, got ", o.max_failures);
   TORCH_INTERNAL_ASSERT(o.command, "tune: no trial command builder");
+  TORCH_INTERNAL_ASSERT(o.objective2.empty() || o.measure_objective2, "tune: objective2 without a measurement");
+  XTRAIN_USAGE_CHECK(o.trial_seconds >= 0, "tune: --trial-seconds must be >= 0, got ", o.trial_seconds);
   return o.study_dir;
 }
 
@@ -137,10 +141,10 @@ StudyRunner::StudyRunner(const SearchSpace& space, const TuneOptions& o)
       o_(o),
       sign_(sign_of(o.mode)),
       keys_(metric_keys(o.metric)),
-      sampler_(make_sampler(o.sampler, space)),
+      sampler_(make_sampler(o.sampler, space, o.gp_initial)),
       pruner_(make_pruner(o.pruner, o.pruning, sign_of(o.mode))),
       store_(checked_study_dir(o), settings_of(space, o), o.base_config_text),
-      table_(space, o.metric) {}
+      table_(space, o.metric, o.objective2) {}
 
 void StudyRunner::resume() {
   trials_ = store_.load_trials();
@@ -216,14 +220,15 @@ void StudyRunner::start(size_t index) {
   fs::create_directories(dir, ec);
   XTRAIN_USAGE_CHECK(!ec, "tune: cannot create ", dir, ": ", ec.message());
   store_.save(t);
-  TrialLaunch launch{t.id, o_.fixed_overrides, dir, store_.base_config_path()};
-  for (const auto& s : space_.overrides(t.params)) launch.overrides.push_back(s);
+  const TrialLaunch launch = launch_of(t);
   if (o_.print) {
     log::info("tune: trial ", trial_name(t.id), " started (", t.id + 1, "/", o_.trials, t.attempt > 1 ? ", re-run" : "",
               "): ", table_.describe(t.params));
   }
   try {
-    auto child = ChildProcess::start(o_.command(launch), dir + "/stdout.log", dir + "/stderr.log");
+    auto command = o_.command(launch);
+    if (o_.trial_seconds > 0) command.env.emplace_back("XTRAIN_TRAIN_SECONDS", c10::str(o_.trial_seconds));
+    auto child = ChildProcess::start(command, dir + "/stdout.log", dir + "/stderr.log");
     running_.push_back(
         {index, std::move(child), MetricsTail(dir + "/metrics.jsonl", keys_), final_step(o_, launch.overrides)});
   } catch (const std::exception& e) {
@@ -233,8 +238,24 @@ void StudyRunner::start(size_t index) {
   }
 }
 
+TrialLaunch StudyRunner::launch_of(const Trial& t) const {
+  TrialLaunch launch{t.id, o_.fixed_overrides, store_.trial_run_dir(t.id), store_.base_config_path()};
+  for (const auto& s : space_.overrides(t.params)) launch.overrides.push_back(s);
+  return launch;
+}
+
+void StudyRunner::measure_objective2(Trial& t) {
+  if (!o_.measure_objective2 || t.state != TrialState::kComplete || t.objective2) return;
+  try {
+    t.objective2 = o_.measure_objective2(launch_of(t));
+  } catch (const std::exception& e) {
+    log::warn("tune: trial ", trial_name(t.id), ": no ", o_.objective2, ": ", e.what());
+  }
+}
+
 void StudyRunner::finished(Trial& t) {
-  t.finished = unix_now();
+  t.finished = unix_now();  // before the measurement: a trial's time is its training run
+  measure_objective2(t);
   store_.save(t);
   metrics_->add(t);
   consecutive_failures_ = t.state == TrialState::kFailed ? consecutive_failures_ + 1 : 0;
@@ -315,6 +336,12 @@ TuneResult StudyRunner::run() {
     poll();
     launch_ready();
   }
+  for (auto& t : trials_) {  // complete trials of a resumed study that were not measured yet
+    if (o_.measure_objective2 && t.state == TrialState::kComplete && !t.objective2) {
+      measure_objective2(t);
+      store_.save(t);
+    }
+  }
   TuneResult result;
   result.trials = trials_;
   const int64_t best = best_trial_index(trials_, sign_);
@@ -327,6 +354,10 @@ TuneResult StudyRunner::run() {
       const auto& b = trials_[static_cast<size_t>(best)];
       log::info("tune: best ", o_.metric, " ", *b.value, " (trial ", trial_name(b.id),
                 "): ", c10::Join(" ", space_.overrides(b.params)));
+    }
+    if (!o_.objective2.empty()) {
+      log::info("tune: Pareto front (", o_.metric, " and ", o_.objective2, ", non-dominated complete trials)\n",
+                pareto_table(trials_, pareto_trials(trials_, sign_), space_, o_.metric, o_.objective2));
     }
     log::info("tune: wrote ", c10::Join(", ", written));
   }

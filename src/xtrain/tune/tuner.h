@@ -25,6 +25,9 @@ struct TrialLaunch {
 };
 
 using CommandBuilder = std::function<Command(const TrialLaunch&)>;
+// The second objective of a complete trial (minimised): e.g. the CLI builds the trial's model and
+// counts its parameters or times its forward pass. Exceptions become a warning and no value.
+using Objective2 = std::function<double(const TrialLaunch&)>;
 // Writes the convergence plot (best so far against trial number) as a PNG; optional.
 using PlotWriter = std::function<void(const std::string& path, const std::vector<double>& trial_numbers,
                                       const std::vector<double>& best_so_far, const std::string& metric)>;
@@ -36,6 +39,7 @@ struct TuneOptions {
   std::string metric = "val_loss";  // "val_loss" reads "val/loss"; an exact key works too
   std::string mode = "min";         // min | max
   std::string sampler = "gp";       // gp | random
+  int64_t gp_initial = 0;           // gp: random trials before the GP (0: max(5, encoded dims + 1))
   std::string pruner = "none";      // none | median | asha
   PrunerOptions pruning;
   uint64_t seed = 0;
@@ -44,6 +48,13 @@ struct TuneOptions {
   std::vector<std::string> fixed_overrides;  // --set for every trial (e.g. xtrain.steps=150)
   CommandBuilder command;
   PlotWriter plot;
+  // > 0: each trial trains for this many seconds of training time, then evaluates: the trial's
+  // environment gets XTRAIN_TRAIN_SECONDS (the run loop stops after the step that reaches it;
+  // xtrain.steps stays the upper bound and the schedule's length). The steps done are the trial's
+  // "step".
+  double trial_seconds = 0.0;
+  std::string objective2;         // "" (one objective), or its name in tables ("params", "latency_ms")
+  Objective2 measure_objective2;  // required when objective2 is set
   double poll_seconds = 0.2;
   double kill_grace_seconds = 10.0;
   bool print = true;  // progress table and summary on the log
