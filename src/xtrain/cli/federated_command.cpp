@@ -22,7 +22,7 @@ struct FederatedArgs {
 Command add_federated(CLI::App& app) {
   auto* cmd = app.add_subcommand("federated", "Federated averaging over simulated clients, each with its own split of "
                                               "the config's training set: FedAvg or FedProx, secure aggregation, "
-                                              "client dropout, client-level differential privacy (docs/federated.md)");
+                                              "client dropout, client-level differential privacy (README: Federated learning)");
   auto a = std::make_shared<FederatedArgs>();
   auto& o = a->o;
   cmd->add_option("--config,-c", o.config_path, "ds_config.json (model, data, optimizer: each client's local training)")
