@@ -7,6 +7,8 @@
 #     (xtrain.model.init_from: fresh optimizer state) with each: validation losses and their ratios.
 #   XTRAIN=build/xtrain bench/adam8bit.sh            # SIZES=10000000,50000000 STEPS=600 FT_STEPS=200
 # SKIP_TRAIN=1 runs part 1 only; SKIP_STEP=1 part 2 only. EXTRA: more --set arguments for every run.
+# PARALLEL=1: the fp32 and int8 run of each pair at the same time, one thread each (OMP_NUM_THREADS=1,
+# xtrain.threads=1): half the wall time on 2 cores, and both runs see the same machine load.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 XTRAIN=${XTRAIN:-$ROOT/build/xtrain}
@@ -35,18 +37,36 @@ run() {  # name, state dtype, steps, more --set arguments...
   local start
   start=$(date +%s)
   "$XTRAIN" train --set xtrain.steps="$steps" --set optimizer.params.state_dtype="$dtype" \
-    --set xtrain.generate.tokens=0 --set xtrain.save_interval="$steps" "$@" "${extra_sets[@]}" \
+    --set xtrain.generate.tokens=0 --set xtrain.save_interval="$steps" "$@" "${thread_sets[@]}" "${extra_sets[@]}" \
     --output "$OUT/$name" >"$OUT/$name.log" 2>&1
-  echo "$name $(val_loss "$OUT/$name") $(($(date +%s) - start))"
+  echo "$name $(val_loss "$OUT/$name") $(($(date +%s) - start))" >"$OUT/$name.row"
 }
+pair() {  # prefix, steps, more --set arguments...: the fp32 and the int8 run
+  local prefix=$1 steps=$2
+  shift 2
+  if [[ -n "${PARALLEL:-}" ]]; then
+    run "${prefix}_fp32" fp32 "$steps" "$@" &
+    local fp32=$!
+    run "${prefix}_int8" int8 "$steps" "$@"
+    wait "$fp32"
+  else
+    run "${prefix}_fp32" fp32 "$steps" "$@"
+    run "${prefix}_int8" int8 "$steps" "$@"
+  fi
+}
+thread_sets=()
+if [[ -n "${PARALLEL:-}" ]]; then
+  export OMP_NUM_THREADS=1
+  thread_sets=(--set xtrain.threads=1)
+fi
 
 echo "run state_dtype steps val_loss seconds"
-base32=$(run base_fp32 fp32 "$STEPS")
-base8=$(run base_int8 int8 "$STEPS")
+pair base "$STEPS"
 ft_sets=(--set xtrain.model.init_from="$OUT/base_fp32" --set optimizer.params.lr="$FT_LR"
   --set scheduler.params.warmup_num_steps=20)
-ft32=$(run ft_fp32 fp32 "$FT_STEPS" "${ft_sets[@]}")
-ft8=$(run ft_int8 int8 "$FT_STEPS" "${ft_sets[@]}")
+pair ft "$FT_STEPS" "${ft_sets[@]}"
+base32=$(cat "$OUT/base_fp32.row") base8=$(cat "$OUT/base_int8.row")
+ft32=$(cat "$OUT/ft_fp32.row") ft8=$(cat "$OUT/ft_int8.row")
 python3 - "$base32" "$base8" "$ft32" "$ft8" "$STEPS" "$FT_STEPS" <<'EOF'
 import sys
 rows = [r.split() for r in sys.argv[1:5]]

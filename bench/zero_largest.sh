@@ -13,7 +13,13 @@
 # A variant is stage0 | stage2 | stage3 | stage3nvme (optimizer state and parameters on NVMe);
 # a size is LAYERSxD_MODEL (heads = D_MODEL / 128). EXTRA: more --set arguments for every run
 # (e.g. "--set bf16.enabled=true --set data_types.grad_accum_dtype=bf16"). SUB_GROUP: sub_group_size
-# of the NVMe variant (default 50M elements; its three chunk buffers are 36 bytes per element).
+# of the NVMe variant (default 50M elements; its three chunk buffers are 36 bytes per element with
+# fp32 optimizer state, 18 with optimizer.params.state_dtype=int8).
+# MEM_CAP_MB: run both ranks (and the launcher) under a memory cap of that many MB instead of the
+# whole machine: a cgroup the script creates (cgroup v2 memory.max, or v1 memory.limit_in_bytes,
+# under CGROUP_ROOT, found by default; needs root) and removes at the end, so that each size takes
+# seconds to minutes, not hours. Its peak usage (anonymous memory and page cache together) is the
+# "cap peak MB" column; the kernel's OOM killer ends a run that does not fit.
 set -uo pipefail
 XTRAIN=${XTRAIN:-build/xtrain}
 OUT=${OUT:-/tmp/xtrain-zero-largest}
@@ -23,9 +29,32 @@ read -r -a extra_sets <<<"${EXTRA:-}"
 # Freed blocks the memory pool may keep per rank: little, near the memory limit.
 export XTRAIN_MEMORY_POOL_CACHE_MB=${XTRAIN_MEMORY_POOL_CACHE_MB:-256}
 mkdir -p "$OUT" "$NVME_DIR"
+cgroup=""
+if [ -n "${MEM_CAP_MB:-}" ]; then
+  root=${CGROUP_ROOT:-}
+  if [ -z "$root" ]; then
+    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then root=/sys/fs/cgroup; else root=/sys/fs/cgroup/memory; fi
+  fi
+  cgroup="$root/xtrain_zero_largest_$$"
+  mkdir "$cgroup" || { echo "cannot create the cgroup $cgroup (MEM_CAP_MB needs root and a memory controller)"; exit 2; }
+  trap 'rmdir "$cgroup" 2>/dev/null' EXIT
+  if [ -f "$cgroup/memory.max" ]; then
+    echo $((MEM_CAP_MB * 1024 * 1024)) >"$cgroup/memory.max"
+    echo 0 >"$cgroup/memory.swap.max" 2>/dev/null
+  else
+    echo $((MEM_CAP_MB * 1024 * 1024)) >"$cgroup/memory.limit_in_bytes"
+  fi
+  echo "# memory cap: $MEM_CAP_MB MB for both ranks ($cgroup)"
+fi
+cap_peak() {  # MB; the cgroup's peak usage since the last reset
+  if [ -z "$cgroup" ]; then echo 0
+  elif [ -f "$cgroup/memory.peak" ]; then echo $(($(cat "$cgroup/memory.peak") / 1048576))
+  elif [ -f "$cgroup/memory.max_usage_in_bytes" ]; then echo $(($(cat "$cgroup/memory.max_usage_in_bytes") / 1048576))
+  else echo 0; fi
+}
 echo "# $(date -u +%FT%TZ)  $(nproc) cores  $(free -g | awk '/Mem:/ {print $2}') GiB  free disk $(df -BG --output=avail "$NVME_DIR" | tail -1 | tr -d ' ')  load: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-11s %-9s %9s %-6s %12s %13s %14s %10s %10s %8s\n' variant size params result "peak RSS MB" "peak anon MB" \
-  "states MB/rank" "disk GB" "s/step" "val loss"
+printf '%-11s %-9s %9s %-6s %12s %13s %12s %14s %10s %10s %8s\n' variant size params result "peak RSS MB" "peak anon MB" \
+  "cap peak MB" "states MB/rank" "disk GB" "s/step" "val loss"
 for spec in "$@"; do
   variant=${spec%%:*}
   case $variant in
@@ -45,7 +74,11 @@ for spec in "$@"; do
     run="$OUT/$variant-$size"
     rm -rf "$run" "$NVME_DIR"/xtrain_*
     start=$(date +%s)
-    "$XTRAIN" launch -N 2 -- train --config configs/gpt_small.json \
+    # A new cgroup per size would reset memory.peak (v2); v1 resets max_usage_in_bytes on a write.
+    [ -n "$cgroup" ] && [ -f "$cgroup/memory.max_usage_in_bytes" ] && echo 0 >"$cgroup/memory.max_usage_in_bytes"
+    in_cgroup=()
+    [ -n "$cgroup" ] && in_cgroup=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cgroup")
+    "${in_cgroup[@]}" "$XTRAIN" launch -N 2 -- train --config configs/gpt_small.json \
       --set xtrain.model.layers="$layers" --set xtrain.model.d_model="$dmodel" --set xtrain.model.heads=$((dmodel / 128)) \
       --set xtrain.model.seq_len="$SEQ" --set xtrain.model.dropout=0 --set train_micro_batch_size_per_gpu=1 \
       --set gradient_accumulation_steps=1 --set xtrain.steps=2 --set steps_per_print=1 --set xtrain.eval_interval=0 \
@@ -64,9 +97,9 @@ for spec in "$@"; do
     wait "$launcher"
     code=$?
     secs=$(($(date +%s) - start))
-    python3 - "$run/metrics.jsonl" "$run.log" "$variant" "$size" "$code" "$secs" "$SEQ" "$anon" <<'EOF'
+    python3 - "$run/metrics.jsonl" "$run.log" "$variant" "$size" "$code" "$secs" "$SEQ" "$anon" "$(cap_peak)" <<'EOF'
 import json, os, re, sys
-metrics, log, variant, size, code, secs, seq, anon = sys.argv[1:9]
+metrics, log, variant, size, code, secs, seq, anon, cap = sys.argv[1:10]
 text = open(log).read()
 m = re.search(r"model: gpt with (\d+) parameters", text)
 params = f"{int(m.group(1)) / 1e9:.2f}B" if m else "?"
@@ -81,7 +114,7 @@ steps = [r for r in rows if "train/tokens_per_s" in r]
 step_s = 2 * int(seq) / steps[-1]["train/tokens_per_s"] if steps else float("nan")
 m = re.search(r"val loss ([0-9.]+)", text)
 val = m.group(1)[:6] if m else "-"
-print(f"{variant:<11} {size:<9} {params:>9} {'ok' if ok else 'FAIL':<6} {peak:12.0f} {int(anon):13d} {states:14.0f} "
+print(f"{variant:<11} {size:<9} {params:>9} {'ok' if ok else 'FAIL':<6} {peak:12.0f} {int(anon):13d} {int(cap):12d} {states:14.0f} "
       f"{disk:10.1f} {step_s:10.1f} {val:>8}   ({secs} s)")
 EOF
     if [ "$code" != 0 ]; then tail -3 "$run.log" | sed 's/^/    /'; break; fi
