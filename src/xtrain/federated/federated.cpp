@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
+#include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
@@ -173,10 +174,11 @@ RoundReport run_round(Federation& f, int64_t round) {
     if (f.o.privacy.enabled()) {  // central Gaussian noise on the sum, then the mean over the clients
       auto gen = at::make_generator<at::CPUGeneratorImpl>(data::epoch_seed(seed_of(f.o) ^ 0x9015eULL, round));
       a.sum.add_(at::normal(0.0, f.o.privacy.noise * f.o.privacy.clip, {P}, gen, at::kDouble));
-      rep.epsilon = rdp_epsilon(f.o.privacy.noise, round, f.o.privacy.delta);
     }
     f.global = (f.global.to(at::kDouble) + a.sum / a.weight).to(at::kFloat);
   }
+  // Every round counts (a round where everyone dropped released nothing: an upper bound still).
+  if (f.o.privacy.enabled()) rep.epsilon = rdp_epsilon(f.o.privacy.noise, round, f.o.privacy.delta);
   load_flat(*f.s.model.module, f.layout, f.global);
   const auto& c = f.s.config;
   rep.eval = evaluate(f.s.model, *f.s.data.val, c, c.trainer.eval_batches);
@@ -207,6 +209,7 @@ FederatedResult run_federated(const FederatedOptions& requested) {
   for (const auto& w : loaded.warnings) log::warn(w);
   check_run_config(loaded.config);
   check_config(loaded.config);
+  if (loaded.config.trainer.threads > 0) at::set_num_threads(static_cast<int>(loaded.config.trainer.threads));
   Federation f{options, build(loaded.config)};
   if (f.o.seed < 0) f.o.seed = f.s.config.trainer.seed;
   f.layout = flat_layout(*f.s.model.module);
