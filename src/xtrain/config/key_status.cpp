@@ -285,6 +285,7 @@ const std::vector<KeyStatus> kTable = {
     {"xtrain.data.ordering.ordering_epochs", H, "DifficultySampler.ResumeContinuesExactlyAndLaterEpochsAreUniformShuffles"},
     {"xtrain.data.label", H, "CsvDataset.SplitsAndStandardisesValidationWithTrainingStatistics"},
     {"xtrain.data.features", H, "CsvDataset.ErrorsNameTheFileLineAndColumn"},
+    {"xtrain.data.image_size", H, "Vit.ImageSizeResizesBilinearlyAsTorch"},
     {"xtrain.data.args", H, "ModelRegistry.PluginModelAndDatasetTrainThroughTheRunLoop"},
     {"xtrain.loss.type", H, "Losses.MakeLossFlattensSequences"},
     {"xtrain.loss.label_smoothing", H, "Losses.MakeLossFlattensSequences"},

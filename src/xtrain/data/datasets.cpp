@@ -65,14 +65,14 @@ std::string find_idx(const std::string& dir, const std::string& stem) {
 }
 
 std::shared_ptr<Dataset> open_idx_split(const std::string& dir, const std::string& split, ImageNormalisation norm,
-                                        const std::string& missing_hint) {
+                                        const std::string& missing_hint, int64_t resize = 0) {
   const std::string images_stem = split + "-images-idx3-ubyte", labels_stem = split + "-labels-idx1-ubyte";
   const std::string images = find_idx(dir, images_stem), labels = find_idx(dir, labels_stem);
   for (const auto& [found, stem] : {std::pair{images, images_stem}, std::pair{labels, labels_stem}}) {
     XTRAIN_USAGE_CHECK(!found.empty(), missing_hint, " (no ", dir, "/", stem, "[.gz])");
   }
   return std::make_shared<ImageDataset>(read_idx_images(images), read_idx_labels(labels), norm, 10,
-                                        images + " + " + labels);
+                                        images + " + " + labels, resize);
 }
 
 }  // namespace
@@ -94,8 +94,8 @@ Splits open_idx_dataset(const DataOptions& o, const std::string& cache_dir, bool
   }
   const ImageNormalisation norm = fashion ? kFashionNorm : kMnistNorm;
   Splits s;
-  s.train = open_idx_split(dir, "train", norm, hint);
-  s.val = open_idx_split(dir, "t10k", norm, hint);
+  s.train = open_idx_split(dir, "train", norm, hint, o.image_size);
+  s.val = open_idx_split(dir, "t10k", norm, hint, o.image_size);
   const auto train_shape = s.train->info().sample_shape, val_shape = s.val->info().sample_shape;
   XTRAIN_USAGE_CHECK(train_shape == val_shape, "data: wrong dims in ", dir, ": train images are ",
                      c10::IntArrayRef(train_shape), ", t10k images are ", c10::IntArrayRef(val_shape));
@@ -106,6 +106,11 @@ Splits open_datasets(const DataOptions& options, int64_t seq_len, const std::str
   Splits s = find_dataset(options.type).open(options, seq_len, cache_dir);
   XTRAIN_USAGE_CHECK(s.train && s.val, "data: the dataset registered as xtrain.data.type \"", options.type,
                      "\" opened no train or no val split");
+  // Only the image datasets read it: anywhere else it would be a silent no-op.
+  const std::vector<int64_t> resized = {1, options.image_size, options.image_size};
+  XTRAIN_USAGE_CHECK(options.image_size == 0 || s.train->info().sample_shape == resized,
+                     "data: xtrain.data.image_size (", options.image_size, ") applies to the image datasets (mnist, ",
+                     "fashion_mnist); xtrain.data.type \"", options.type, "\" does not resize: remove the key");
   return s;
 }
 

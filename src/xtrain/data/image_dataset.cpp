@@ -2,14 +2,16 @@
 #include "xtrain/data/image_dataset.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/upsample_bilinear2d.h>
 
 #include "xtrain/base/error.h"
 
 namespace xtrain::data {
 
 ImageDataset::ImageDataset(at::Tensor images, at::Tensor labels, ImageNormalisation norm, int64_t num_classes,
-                           const std::string& what)
-    : images_(images.contiguous()), labels_(labels.contiguous()), num_classes_(num_classes) {
+                           const std::string& what, int64_t resize)
+    : images_(images.contiguous()), labels_(labels.contiguous()), num_classes_(num_classes), resize_(resize) {
+  XTRAIN_USAGE_CHECK(resize >= 0, "data: xtrain.data.image_size must be >= 0 (0: as stored), got ", resize);
   TORCH_INTERNAL_ASSERT(images_.dim() == 3 && labels_.dim() == 1);
   TORCH_INTERNAL_ASSERT(images_.scalar_type() == at::kByte && labels_.scalar_type() == at::kByte);
   XTRAIN_USAGE_CHECK(images_.size(0) == labels_.size(0), "data: ", what, ": ", images_.size(0), " images but ",
@@ -38,6 +40,8 @@ Batch ImageDataset::collate(const std::vector<int64_t>& indices) const {
     for (int64_t p = 0; p < H * W; ++p) dst[p] = table_[src[p]];
     y[b] = labels[i];
   }
+  // Per batch, deterministic: ATen's CPU bilinear kernel (F.interpolate's, align_corners=False).
+  if (resize_ > 0) input = at::upsample_bilinear2d(input, {resize_, resize_}, /*align_corners=*/false);
   return Batch{input, target};
 }
 
@@ -45,7 +49,8 @@ DatasetInfo ImageDataset::info() const {
   DatasetInfo info;
   info.kind = "image";
   info.num_classes = num_classes_;
-  info.sample_shape = {1, images_.size(1), images_.size(2)};
+  info.sample_shape = resize_ > 0 ? std::vector<int64_t>{1, resize_, resize_}
+                                  : std::vector<int64_t>{1, images_.size(1), images_.size(2)};
   return info;
 }
 

@@ -46,6 +46,7 @@ struct DataOptions {
   int64_t prefetch = 2;        // batches prepared ahead by the loader thread
   std::string label;                  // csv: the label column
   std::vector<std::string> features;  // csv: the feature columns (empty: every column but the label)
+  int64_t image_size = 0;             // images: resized to image_size² by bilinear interpolation (0: as stored)
   DataOrderingOptions ordering;
   nlohmann::json args = nlohmann::json::object();  // a plugin dataset's own settings, read by its entry
   template <class V>
@@ -56,6 +57,8 @@ struct DataOptions {
     v("prefetch", prefetch, "batches prepared ahead in a background thread (0: none)");
     v("label", label, "csv: the label column's name (other datasets refuse it)");
     v("features", features, "csv: the feature columns' names (empty: every column but the label; others refuse it)");
+    v("image_size", image_size, "images (mnist, fashion_mnist): side in pixels each image is resized to, "
+      "bilinear as torch.nn.functional.interpolate(align_corners=False), per batch (0: as stored)");
     v("ordering", ordering, "difficulty-ordered sampling");
     v("args", args, "a registered dataset's own settings (a JSON object, checked by the dataset)");
   }

@@ -8,6 +8,7 @@
 #include "xtrain/models/builtin_entries.h"
 #include "xtrain/models/gpt_classifier.h"
 #include "xtrain/models/logistic.h"
+#include "xtrain/models/vit.h"
 
 namespace xtrain::models {
 namespace {
@@ -22,6 +23,7 @@ Registry<ModelEntry>& registry() {
     reg.add("mlp", mlp_entry());
     reg.add("gpt_classifier", gpt_classifier_entry());
     reg.add("logistic", logistic_entry());
+    reg.add("vit", vit_entry());
   });
   return *r;
 }
@@ -34,7 +36,7 @@ std::string markdown(const std::vector<std::string>& names) {
 }
 
 // docs/config.md lists the built-ins only: what a plugin or a test registers is not part of it.
-std::string builtin_markdown() { return markdown({"gpt", "resnet18", "mlp", "gpt_classifier", "logistic"}); }
+std::string builtin_markdown() { return markdown({"gpt", "resnet18", "mlp", "gpt_classifier", "logistic", "vit"}); }
 [[maybe_unused]] const bool kDocumented = config::add_reference_section(10, builtin_markdown);
 
 }  // namespace
