@@ -153,7 +153,7 @@ TEST(Vit, ConfigErrorsNameTheKey) {
   expect_error({{"patch", 5}}, 784, "xtrain.model.args.patch");
   expect_error({{"pool", "max"}}, 784, "xtrain.model.args.pool");
   expect_error({{"patches", 4}}, 784, "xtrain.model.args.patches is not a vit setting");
-  expect_error({}, 700, "xtrain.model.args.image_size");
+  expect_error(nlohmann::json::object(), 700, "xtrain.model.args.image_size");
   expect_error({{"image_size", "big"}}, 784, "xtrain.model.args.image_size");
 }
 
