@@ -50,6 +50,7 @@ struct Config {
   engine::TrainerOptions trainer;
   comm::CommOptions comm;
   monitor::MonitorOptions monitor;
+  parallel::LocalSgdOptions local_sgd;
 
   // Filled by `load`: the data-parallel size the batch triple was resolved for.
   int64_t dp_world_size = 1;

@@ -62,6 +62,7 @@ void Config::visit(V& v) {
     trainer.visit(x);
     x("comm", comm, "collectives");
     x("monitor", monitor, "MFU peak, histograms, TensorBoard flushing");
+    x("local_sgd", local_sgd, "local SGD / DiLoCo over the data-parallel group");
   });
 }
 

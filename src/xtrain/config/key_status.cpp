@@ -314,6 +314,10 @@ const std::vector<KeyStatus> kTable = {
     {"xtrain.monitor.peak_tflops", H, "RunMonitor.StepMetricsEverywhere"},
     {"xtrain.monitor.histogram_interval", H, "RunMonitor.StepMetricsEverywhere"},
     {"xtrain.monitor.flush_secs", H, "TensorBoard.BackgroundFlushMakesRecordsVisibleWhileOpen"},
+    {"xtrain.local_sgd.sync_every", H, "LocalSgd.TwoRanksMatchDataParallelAndNesterovWithoutMomentumAndCountBytes"},
+    {"xtrain.local_sgd.outer_optimizer.type", H, "LocalSgd.TwoRanksMatchDataParallelAndNesterovWithoutMomentumAndCountBytes"},
+    {"xtrain.local_sgd.outer_optimizer.lr", H, "LocalSgd.NesterovOuterStepMatchesTorchSgd"},
+    {"xtrain.local_sgd.outer_optimizer.momentum", H, "LocalSgd.NesterovOuterStepMatchesTorchSgd"},
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "xtrain/comm/communicator.h"
 #include "xtrain/monitor/memory.h"
 #include "xtrain/optim/registry.h"
+#include "xtrain/parallel/data/local_sgd.h"
 #include "xtrain/parallel/pipeline/pipeline_executor.h"
 #include "xtrain/sched/schedule.h"
 #include "xtrain/zero/grad_reduce.h"
@@ -84,6 +85,7 @@ void Engine::setup(zero::NamedParams params) {
   gas_ = *config_.engine.gradient_accumulation_steps;
   micro_batch_ = *config_.engine.train_micro_batch_size_per_gpu;
   check_closure_optimizer(config_);
+  check_local_sgd(config_);
   closure_step_ = optim::find_optimizer(config_.optimizer.type).needs_closure;
   zero::StrategyOptions so;
   so.param_dtype = policy_.param_dtype;
@@ -102,7 +104,7 @@ void Engine::setup(zero::NamedParams params) {
   so.param_group = optim::assign_param_groups(params, config_.optimizer);
   group_scales_ = optim::group_hypers(config_.optimizer);  // resolved once: the step scales them by its lr
   params_ = params;
-  strategy_ = zero::make_strategy(std::move(params), module_, so, dp_);
+  strategy_ = zero::make_strategy(std::move(params), module_, so, gradient_group());
   if (module_ && policy_.param_dtype != at::kFloat) {  // floating buffers (BatchNorm statistics) follow
     at::NoGradGuard no_grad;
     for (auto& b : module_->named_buffers(true)) {
@@ -110,6 +112,7 @@ void Engine::setup(zero::NamedParams params) {
     }
   }
   schedule_ = sched::make_schedule(config_.scheduler, config_.optimizer.lr());
+  start_local_sgd();
 }
 
 zero::NamedParams Engine::full_parameters() {
@@ -162,6 +165,10 @@ bool Engine::step() {
   global_samples_ += micro_batch_ * config_.dp_world_size;
   if (!boundary) return false;
   optimizer_step();
+  if (local_sgd_) {
+    auto timed = timer_->scope("communication");
+    local_sgd_->after_step();
+  }
   log_memory("after optimizer step");
   return true;
 }

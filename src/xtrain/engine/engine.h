@@ -33,6 +33,9 @@ struct Decision;
 namespace xtrain::parallel::pipeline {
 class PipelineExecutor;
 }
+namespace xtrain::parallel {
+class LocalSgd;
+}
 namespace xtrain::checkpoint {
 class CheckpointWriter;
 class CheckpointReader;
@@ -76,6 +79,10 @@ struct PipelineStage {
 // needs whole fp32 gradients of one batch on every rank; what it cannot run with is a UsageError
 // naming the key and why. The Engine and the run's config checks (`xtrain config`) call it.
 void check_closure_optimizer(const config::Config& config);
+// xtrain.local_sgd replaces the per-step gradient all-reduce; what it cannot run with (ZeRO stage >= 1,
+// tensor or pipeline parallelism, fp16/bf16, closure optimizers) is a UsageError naming the key
+// (engine_local_sgd.cpp).
+void check_local_sgd(const config::Config& config);
 
 class Engine {
  public:
@@ -130,6 +137,11 @@ class Engine {
   zero::NamedParams full_parameters();
   const zero::Strategy& strategy() const { return *strategy_; }
   comm::Communicator& dp() const { return *dp_; }
+  // Bytes this rank has sent over the data-parallel group so far (comm::CommStats::sent_bytes):
+  // gradient all-reduces, or local SGD's parameter synchronisations, and the scalar loss means.
+  int64_t comm_bytes() const;
+  // xtrain.local_sgd's state; nullptr when it is off.
+  const parallel::LocalSgd* local_sgd() const { return local_sgd_.get(); }
   int64_t gradient_accumulation_steps() const { return gas_; }
   const precision::PrecisionPolicy& precision() const { return policy_; }
   const precision::LossScaler& loss_scaler() const { return scaler_; }
@@ -165,6 +177,12 @@ class Engine {
   double model_parallel_sum(double value) const;
   void sum_tied_gradients();
   double lr_for_step(int64_t k) const;  // the lr of successful step k (1-based)
+  // xtrain.local_sgd (engine_local_sgd.cpp): the group the strategy reduces over (one rank when on),
+  // the synchroniser, and its part of a checkpoint (each rank's own parameters and optimizer state).
+  std::shared_ptr<comm::Communicator> gradient_group() const;
+  void start_local_sgd();
+  void save_local_sgd(checkpoint::CheckpointWriter& writer) const;
+  void load_local_sgd(const checkpoint::CheckpointReader& reader, bool load_optimizer);
 
   config::Config config_;
   std::shared_ptr<torch::nn::Module> module_;
@@ -181,6 +199,7 @@ class Engine {
   zero::NamedParams params_;                   // the trainable parameters, as given
   std::unique_ptr<zero::Strategy> strategy_;  // parameters, gradients, optimizer state, reduction
   std::unique_ptr<sched::Schedule> schedule_;
+  std::unique_ptr<parallel::LocalSgd> local_sgd_;
   std::vector<optim::GroupHyper> group_scales_;  // each parameter group's lr_scale and weight decay
   int64_t gas_ = 1;
   int64_t micro_batch_ = 1;

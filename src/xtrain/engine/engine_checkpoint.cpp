@@ -91,7 +91,11 @@ void Engine::validate_checkpoint_tag(const std::string& tag) const {
 
 void Engine::save_checkpoint(checkpoint::CheckpointWriter& writer) const {
   validate_checkpoint_tag(writer.tag());
-  strategy_->save(writer);
+  if (local_sgd_) {
+    save_local_sgd(writer);
+  } else {
+    strategy_->save(writer);
+  }
   if (dp_->rank() != 0) return;
   if (module_) {  // buffers (BatchNorm running statistics) travel with the weights
     checkpoint::NamedTensors buffers;
@@ -114,7 +118,11 @@ void Engine::save_checkpoint(checkpoint::CheckpointWriter& writer) const {
 
 void Engine::load_checkpoint(const checkpoint::CheckpointReader& reader, bool load_optimizer) {
   at::NoGradGuard no_grad;
-  strategy_->load(reader, load_optimizer);
+  if (local_sgd_) {
+    load_local_sgd(reader, load_optimizer);
+  } else {
+    strategy_->load(reader, load_optimizer);
+  }
   if (module_ && reader.has_file("buffers.pt")) {
     std::map<std::string, at::Tensor> saved;
     for (auto& [k, v] : reader.read_tensors("buffers.pt")) saved[k] = v;

@@ -45,4 +45,40 @@ struct TensorParallelOptions {
   }
 };
 
+// `xtrain.local_sgd` (ours; DeepSpeed has no local SGD): data-parallel ranks take `sync_every`
+// optimizer steps without a gradient all-reduce, then synchronise their parameters: the mean
+// ("average": local SGD, Lin et al. 2020) or an outer Nesterov SGD step on the averaged change since
+// the last synchronisation (DiLoCo, Douillard et al. 2023: outer lr 0.7, momentum 0.9).
+struct OuterOptimizerOptions {
+  std::string type = "average";  // average | nesterov
+  double lr = 0.7;
+  double momentum = 0.9;
+  template <class V>
+  void visit(V& v) {
+    v.choice("type", type, {"average", "nesterov"},
+             "xtrain: average = mean of the ranks' parameters; nesterov = DiLoCo's outer Nesterov step");
+    v("lr", lr, "xtrain: outer learning rate (nesterov)");
+    v("momentum", momentum, "xtrain: outer Nesterov momentum (nesterov)");
+    if (!v.documenting()) {
+      XTRAIN_USAGE_CHECK(lr > 0, "config: xtrain.local_sgd.outer_optimizer.lr must be > 0, got ", lr);
+      XTRAIN_USAGE_CHECK(momentum >= 0 && momentum < 1,
+                         "config: xtrain.local_sgd.outer_optimizer.momentum must be in [0, 1), got ", momentum);
+    }
+  }
+};
+
+struct LocalSgdOptions {
+  int64_t sync_every = 0;  // H; 0: off (plain data parallelism)
+  OuterOptimizerOptions outer_optimizer;
+  bool enabled() const { return sync_every > 0; }
+  template <class V>
+  void visit(V& v) {
+    v("sync_every", sync_every, "xtrain: local optimizer steps between parameter synchronisations (0: off)");
+    v("outer_optimizer", outer_optimizer, "xtrain: how the ranks' parameters are combined");
+    if (!v.documenting()) {
+      XTRAIN_USAGE_CHECK(sync_every >= 0, "config: xtrain.local_sgd.sync_every must be >= 0 (0: off), got ", sync_every);
+    }
+  }
+};
+
 }  // namespace xtrain::parallel

@@ -139,7 +139,7 @@ void check_run_config(const config::Config& c) {
   std::vector<std::string> errors;
   using Check = std::function<void(const config::Config&)>;
   for (const Check& check : {Check(check_model_data), Check(check_parallel), Check(check_data_order),
-                             Check(check_precision), Check(check_closure_optimizer), Check(check_zero),
+                             Check(check_precision), Check(check_closure_optimizer), Check(check_local_sgd), Check(check_zero),
                              Check(check_loss_and_schedule),
                              Check(check_monitor), Check(check_registered)}) {
     try {
