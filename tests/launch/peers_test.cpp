@@ -174,7 +174,10 @@ TEST(Peers, ElasticGroupShrinksAndAReturningNodeRejoinsAtTheNextRestart) {
   n1.process.signal(SIGKILL);
   ASSERT_TRUE(wait_for_file(c.dir() + "/up.1.0", 30)) << read(n0.log);
   EXPECT_TRUE(contains(read(n0.log), "re-formed: 1 node (was 2), world size 2 (was 4)")) << read(n0.log);
-  Node back = c.start("1:2", 1, "echo \"new $WORLD_SIZE $GROUP_RANK\" >> $D/seen");
+  // Node 0's re-formed group committed a checkpoint: the returning node's rank must resume the run.
+  fs::create_directories(c.dir() + "/run/checkpoints");
+  std::ofstream(c.dir() + "/run/checkpoints/latest") << "global_step2\n";
+  Node back = c.start("1:2", 1, "echo \"new $WORLD_SIZE $GROUP_RANK $*\" >> $D/seen");
   ASSERT_TRUE(wait_for_text(back.log, "joining round 2 of the run", 60)) << read(back.log);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // it waits for the next round, not this one
   EXPECT_FALSE(back.process.wait(0.1)) << read(back.log);
@@ -187,6 +190,7 @@ TEST(Peers, ElasticGroupShrinksAndAReturningNodeRejoinsAtTheNextRestart) {
   EXPECT_TRUE(contains(seen, "0 4 0") && contains(seen, "0 4 1")) << seen;  // both nodes at first
   EXPECT_TRUE(contains(seen, "1 2 0")) << seen;                             // node 0 alone
   EXPECT_TRUE(contains(seen, "2 4 0") && contains(seen, "new 4 1")) << seen;  // together again
+  EXPECT_TRUE(contains(seen, "new 4 1 --output " + c.dir() + "/run --resume")) << seen;
   EXPECT_FALSE(contains(seen, "1 4")) << seen;
 }
 

@@ -247,6 +247,13 @@ int launch(const LaunchOptions& o) {
       say(o.err_fd, "the run finished before a restart let this node join");
       return 0;
     }
+    if (attempt == 0 && round > 0 && run_dir && !latest_checkpoint(*run_dir).empty()) {
+      // A launcher that joins an elastic run in progress (a node that came back): its rank continues
+      // the run from the checkpoint the others restart from, as a restarted rank does.
+      const auto next = restart_args(o.args, true);
+      command.resize(command.size() - o.args.size());
+      command.insert(command.end(), next.begin(), next.end());
+    }
     say(o.err_fd, describe_plan(*plan) + (previous ? membership_change(*previous, *plan) : std::string()));
     previous = plan;
     GroupOptions group{o.grace_seconds, o.out_fd, o.err_fd, nullptr};
