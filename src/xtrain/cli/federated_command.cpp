@@ -41,7 +41,8 @@ Command add_federated(CLI::App& app) {
   cmd->add_option("--dp-noise", o.privacy.noise, "DP: Gaussian noise multiplier sigma (noise sigma*C on the sum)");
   cmd->add_option("--dp-delta", o.privacy.delta, "DP: the delta epsilon is reported for");
   cmd->add_option("--seed", o.seed, "seed of the split, client sampling, dropout, masks and noise (default: xtrain.seed)");
-  cmd->add_option("--output,-o", o.output, "folder for config.json, metrics.jsonl (one line per round), summary.json");
+  cmd->add_option("--output,-o", o.output, "folder for config.json, metrics.jsonl (one line per round), summary.json, model.safetensors "
+                                      "(the final global weights)");
   return {cmd, [a] {
             a->o.split = federated::parse_split(a->split);
             federated::run_federated(a->o);

@@ -13,6 +13,7 @@
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/log.h"
+#include "xtrain/checkpoint/safetensors.h"
 #include "xtrain/data/sampler.h"
 #include "xtrain/data/splitmix64.h"
 #include "xtrain/federated/client.h"
@@ -231,6 +232,8 @@ FederatedResult run_federated(const FederatedOptions& requested) {
   for (size_t i = 0; i < f.layout.names.size(); ++i) {
     result.parameters.emplace_back(f.layout.names[i], params[f.layout.names[i]].detach().clone());
   }
+  // The global model's weights, under the names `xtrain export --safetensors` writes for a run.
+  if (!f.o.output.empty()) checkpoint::write_safetensors(f.o.output + "/model.safetensors", result.parameters);
   return result;
 }
 

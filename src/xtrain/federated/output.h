@@ -1,6 +1,7 @@
 // What a federated run prints and writes: a start line, one line per round (clients, validation
 // loss and accuracy, bytes up and down), a summary; with an output folder, config.json (resolved),
-// metrics.jsonl (one JSON object per round) and summary.json. Internal to federated/.
+// metrics.jsonl (one JSON object per round) and summary.json (federated.cpp adds model.safetensors,
+// the final global weights). Internal to federated/.
 #pragma once
 #include <cstdint>
 #include <fstream>
