@@ -48,6 +48,7 @@ if code == 0:
         check(r.get("sampled") == 3, "ceil(0.5 * 6) = 3 clients sampled: %s" % r)
         check(r.get("max_mask_error", 1) < 1e-8, "masks must cancel to the fixed-point bound: %s" % r)
     check(rows[-1]["epsilon"] > rows[0]["epsilon"], "epsilon grows with rounds")
+    check(os.path.getsize(os.path.join(out_dir, "model.safetensors")) > 4 * 32 * 784, "model.safetensors: the weights")
     summary = json.load(open(os.path.join(out_dir, "summary.json")))
     check(summary["rounds"] == 3 and summary["secure_agg"], "summary.json: %s" % summary)
     check("round 3/3 | clients" in out and "up " in out and "down " in out, "per-round line missing", out)
