@@ -12,11 +12,16 @@ For each link (unshaped veth, tbf 25, 10, 1 gbit):
 The 1-node runs calibrate compute: achievable FLOP/s per rank = 6·N_params·tokens / step time. The
 prediction for N nodes is `xtrain plan --json` with that FLOP/s x min(1, cores / ranks) (the nodes
 share this machine's cores), the link's fitted alpha and beta, and --overlap-fraction 0 (on two
-shared cores overlap hides nothing: bench/RESULTS_dp.md). Writes OUT/multi_node.svg and OUT/runs.json.
+shared cores overlap hides nothing: bench/RESULTS_dp.md). Every run times its stages
+(wall_clock_breakdown): rank 0's forward + backward + optimizer + data is printed as the measured
+compute per rank beside the plan's assumed compute term, and its communication stage beside the
+plan's exposed communication. Writes OUT/multi_node.svg and OUT/runs.json.
   usage: multi_node.py BUILD_DIR OUT_DIR   (env STEPS, GPT2_STEPS, RATES="none 25gbit 10gbit 1gbit",
-         CALIBRATION_FROM=<an earlier log>: its 1-node runs instead of new ones)
+         CALIBRATION_FROM=<an earlier log>: its 1-node runs instead of new ones,
+         ONLY="1gbit-gpt2s-*-2-*,...": only the runs whose tag matches one of these fnmatch patterns)
          multi_node.py --replot LOG OUT_DIR  (the table and plot again from the printed log, also a partial one)
 """
+import fnmatch
 import functools
 import json
 import os
@@ -56,12 +61,26 @@ def run_matrix(rates):
             runs.append((rate, "gpt2s", "dp", 2, True, "fp32"))
         if rate == "1gbit":
             runs += [(rate, "gpt", "dp", 4, False, "fp32"), (rate, "gpt2s", "dp", 4, True, "fp32")]
+            # GPT-2-small on 2 nodes (4 ranks of it on 2 shared cores take minutes a step): overlap
+            # and communication_data_type where the gradients (340 MB fp32) make the link matter
+            for strat in STRATEGIES:
+                runs += [(rate, "gpt2s", strat, 2, True, "fp32"), (rate, "gpt2s", strat, 2, True, "bf16")]
+            runs.append((rate, "gpt2s", "dp", 2, False, "fp32"))
+    only = [p for p in os.environ.get("ONLY", "").split(",") if p]
+    if only:
+        runs = [r for r in runs if any(fnmatch.fnmatch(tag_of(r), p) for p in only)]
     return runs
+
+
+def tag_of(run):
+    rate, model, strat, nodes, overlap, comm = run
+    return "%s-%s-%s-%d-%s-%s" % (rate, model, strat, nodes, "ov" if overlap else "noov", comm)
 
 
 def sets_for(model, strat, steps, overlap=True, comm="fp32"):
     s = ["xtrain.steps=%d" % steps, "xtrain.log_interval=1", "xtrain.eval_interval=1000000",
-         "xtrain.save_interval=1000000", "xtrain.threads=1", "zero_optimization.overlap_comm=%s" % str(overlap).lower()]
+         "xtrain.save_interval=1000000", "xtrain.threads=1", "zero_optimization.overlap_comm=%s" % str(overlap).lower(),
+         "wall_clock_breakdown=true"]
     if comm != "fp32":
         s.append("communication_data_type=%s" % comm)
     return s + MODELS[model] + STRATEGIES[strat]
@@ -105,7 +124,13 @@ def measure(run_dir):
     rows = [r for r in rows if "train/loss" in r]
     a, b = rows[0], rows[-1]  # the first logged step is the warm-up boundary
     step_s = (b["time"] - a["time"]) / (b["step"] - a["step"])
-    return {"step_s": step_s, "tokens_per_s": tokens_per_step / step_s, "tokens_per_step": tokens_per_step}
+    # rank 0's stage timers (wall_clock_breakdown) after the warm-up step: compute is forward +
+    # backward + optimizer (+ data), communication the time spent waiting on the gradient reduction
+    later = rows[1:] or rows
+    stage = lambda k: sum(r.get("time/%s_ms" % k, 0.0) for r in later) / len(later) / 1e3  # noqa: E731
+    return {"step_s": step_s, "tokens_per_s": tokens_per_step / step_s, "tokens_per_step": tokens_per_step,
+            "compute_s": stage("forward") + stage("backward") + stage("optimizer") + stage("data"),
+            "comm_s": stage("communication")}
 
 
 def train(cluster, build, out, nodes, model, strat, overlap, comm, tag):
@@ -117,6 +142,7 @@ def train(cluster, build, out, nodes, model, strat, overlap, comm, tag):
     launch(cluster, nodes, argv, run_dir + ".log", timeout=600)
     r = measure(run_dir)
     print("  %-44s %8.0f tokens/s  %8.1f ms/step" % (tag, r["tokens_per_s"], r["step_s"] * 1e3), flush=True)
+    print("    rank 0 stages: compute %.1f ms, communication %.1f ms" % (r["compute_s"] * 1e3, r["comm_s"] * 1e3), flush=True)
     return r
 
 
@@ -262,13 +288,17 @@ def svg_plot(path, results, sweeps):
 
 
 def report(results):
-    print("\n%-7s %-6s %-5s %5s %7s %4s | %10s %10s %6s | %9s %9s %7s"
-          % ("link", "model", "strat", "nodes", "overlap", "comm", "tokens/s", "ms/step", "eff", "pred ms", "comm ms", "pred/meas"))
+    print("\n%-7s %-6s %-5s %5s %7s %4s | %10s %10s %6s | %9s %9s %7s | %21s"
+          % ("link", "model", "strat", "nodes", "overlap", "comm", "tokens/s", "ms/step", "eff", "pred ms", "comm ms",
+             "pred/meas", "compute ms meas/plan"))
     for r in results:
-        print("%-7s %-6s %-5s %5d %7s %4s | %10.0f %10.1f %5.0f%% | %9.1f %9.1f %7.2f"
+        comp = "-"
+        if "measured_compute_s" in r:  # rank 0's stage timers; the plan's compute term
+            comp = "%.0f / %.0f" % (r["measured_compute_s"] * 1e3, r.get("predicted_compute_s", r["measured_compute_s"]) * 1e3)
+        print("%-7s %-6s %-5s %5d %7s %4s | %10.0f %10.1f %5.0f%% | %9.1f %9.1f %7.2f | %21s"
               % (r["rate"], r["model"], r["strat"], r["nodes"], "on" if r["overlap"] else "off", r["comm"],
                  r["tokens_per_s"], r["measured_step_s"] * 1e3, r["efficiency"] * 100, r["predicted_step_s"] * 1e3,
-                 r["predicted_comm_s"] * 1e3, r["predicted_step_s"] / r["measured_step_s"]))
+                 r["predicted_comm_s"] * 1e3, r["predicted_step_s"] / r["measured_step_s"], comp))
     multi = [r for r in results if r["nodes"] > 1]
     within = [r for r in multi if abs(r["predicted_step_s"] / r["measured_step_s"] - 1) <= 0.2]
     print("\nprediction within 20%% of measured: %d of %d multi-node runs" % (len(within), len(multi)))
@@ -298,20 +328,27 @@ def main(build, out):
             sweeps[rate] = sweep(c, build, out, rate)
             for run in [r for r in run_matrix(rates) if r[0] == rate]:
                 _, model, strat, nodes, overlap, comm = run
-                tag = "%s-%s-%s-%d-%s-%s" % (rate, model, strat, nodes, "ov" if overlap else "noov", comm)
+                tag = tag_of(run)
                 m = train(c, build, out, nodes, model, strat, overlap, comm, tag)
                 pred, _ = predict(build, run, sweeps[rate]["fit"], flops[(model, strat)])
                 base = one_node[(model, strat)]
                 print("    predicted %.1f ms/step (exposed communication %.1f ms): predicted / measured %.2f"
                       % (pred["step"] * 1e3, pred["dp_exposed"] * 1e3, pred["step"] / m["step_s"]), flush=True)
+                print("    compute per rank: measured %.1f ms, plan assumed %.1f ms (1-node calibration x min(1, %d cores"
+                      " / %d ranks)); communication: measured %.1f ms, plan %.1f ms"
+                      % (m["compute_s"] * 1e3, pred["compute"] * 1e3, CORES, nodes, m["comm_s"] * 1e3,
+                         pred["dp_exposed"] * 1e3), flush=True)
                 results.append({"rate": rate, "model": model, "strat": strat, "nodes": nodes, "overlap": overlap,
                                 "comm": comm, "tokens_per_s": m["tokens_per_s"], "measured_step_s": m["step_s"],
                                 "efficiency": m["tokens_per_s"] / (nodes * base["tokens_per_s"]),
-                                "predicted_step_s": pred["step"], "predicted_comm_s": pred["dp_exposed"]})
+                                "predicted_step_s": pred["step"], "predicted_comm_s": pred["dp_exposed"],
+                                "measured_compute_s": m["compute_s"], "predicted_compute_s": pred["compute"],
+                                "measured_comm_s": m["comm_s"]})
     for (model, strat), r in one_node.items():
         results.insert(0, {"rate": "-", "model": model, "strat": strat, "nodes": 1, "overlap": True, "comm": "fp32",
                            "tokens_per_s": r["tokens_per_s"], "measured_step_s": r["step_s"], "efficiency": 1.0,
-                           "predicted_step_s": r["step_s"], "predicted_comm_s": 0.0})
+                           "predicted_step_s": r["step_s"], "predicted_comm_s": 0.0,
+                           **({"measured_compute_s": r["compute_s"]} if "compute_s" in r else {})})
     report(results)
     with open(os.path.join(out, "runs.json"), "w") as f:
         json.dump({"results": results, "sweeps": sweeps}, f, indent=1)
