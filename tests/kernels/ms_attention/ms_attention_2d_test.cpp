@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention/attention_checks.h"
+#include "kernels/ms_attention/ms_fixture_cases.h"
 #include "support/fixtures.h"
 #include "xtrain/base/error.h"
 #include "xtrain/kernels/ms_attention/ms_rules_2d.h"
@@ -93,24 +94,19 @@ struct Case2d {
 };
 
 std::vector<Case2d> fixture_cases_2d() {
-  const auto fx = xtrain::testing::load_tensors("ms_attention_2d.pt");
   std::vector<Case2d> cases;
-  for (const auto& kv : fx) {
-    const auto slash = kv.first.find("/meta");
-    if (slash == std::string::npos) continue;
-    Case2d c;
-    c.name = kv.first.substr(0, slash);
-    const auto& meta = kv.second;
-    c.cls = meta[0].item<int64_t>() != 0;
-    c.gh = meta[3].item<int64_t>();
-    c.gw = meta[4].item<int64_t>();
-    for (int64_t j = 6; j < meta.numel(); ++j) c.windows.push_back(meta[j].item<int64_t>());
-    const auto get = [&](const std::string& key) { return fx.at(c.name + "/" + key); };
-    c.q = get("q");
-    c.k = get("k");
-    c.v = get("v");
-    c.dout = get("dout");
-    c.expected = {get("out"), get("dq"), get("dk"), get("dv")};
+  for (const auto& f : xtrain::testing::load_ms_fixture_cases("ms_attention_2d.pt")) {
+    Case2d c;  // meta: [cls, B, NH, gh, gw, HS, windows...]
+    c.name = f.name;
+    c.cls = f.meta_at(0) != 0;
+    c.gh = f.meta_at(3);
+    c.gw = f.meta_at(4);
+    c.windows = f.meta_from(6);
+    c.q = f.q;
+    c.k = f.k;
+    c.v = f.v;
+    c.dout = f.dout;
+    c.expected = f.expected;
     cases.push_back(c);
   }
   return cases;

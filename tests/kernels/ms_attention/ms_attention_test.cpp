@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/attention/attention_checks.h"
+#include "kernels/ms_attention/ms_fixture_cases.h"
 #include "support/fixtures.h"
 #include "xtrain/base/error.h"
 #include "xtrain/kernels/attention/cpu/tile_engine.h"
@@ -101,23 +102,18 @@ struct Case {
 };
 
 std::vector<Case> fixture_cases(bool multiscale) {
-  const auto fx = xtrain::testing::load_tensors("ms_attention.pt");
   std::vector<Case> cases;
-  for (const auto& kv : fx) {
-    const auto slash = kv.first.find("/meta");
-    if (slash == std::string::npos) continue;
-    Case c;
-    c.name = kv.first.substr(0, slash);
-    const auto meta = kv.second;
-    c.causal = meta[0].item<int64_t>() != 0;
-    for (int64_t j = 5; j < meta.numel(); ++j) c.windows.push_back(meta[j].item<int64_t>());
+  for (const auto& f : xtrain::testing::load_ms_fixture_cases("ms_attention.pt")) {
+    Case c;  // meta: [causal, B, NH, T, HS, windows...]
+    c.name = f.name;
+    c.causal = f.meta_at(0) != 0;
+    c.windows = f.meta_from(5);
     if (c.windows.empty() == multiscale) continue;
-    const auto get = [&](const std::string& key) { return fx.at(c.name + "/" + key); };
-    c.q = get("q");
-    c.k = get("k");
-    c.v = get("v");
-    c.dout = get("dout");
-    c.expected = {get("out"), get("dq"), get("dk"), get("dv")};
+    c.q = f.q;
+    c.k = f.k;
+    c.v = f.v;
+    c.dout = f.dout;
+    c.expected = f.expected;
     cases.push_back(c);
   }
   return cases;

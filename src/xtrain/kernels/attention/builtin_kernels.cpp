@@ -6,10 +6,12 @@
 
 #include "xtrain/kernels/attention/dense_reference.h"
 #include "xtrain/kernels/attention/flash_cpu.h"
+#include "xtrain/kernels/ms_attention/ms_attention_2d_cpu.h"
 #include "xtrain/kernels/ms_attention/ms_attention_cpu.h"
 #include "xtrain/kernels/ms_attention/reference.h"
 #include "xtrain/kernels/ms_attention/reference_2d.h"
 #if defined(XTRAIN_WITH_CUDA)
+#include "xtrain/kernels/ms_attention/cuda/ms_attention_2d_cuda.h"
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_cuda.h"
 #endif
 
@@ -70,6 +72,15 @@ void add_builtin_kernels(const AddKernel& add) {
       },
       [](const AttentionCall& c) { return c.multiscale() && c.grid2d() && c.dropout == 0 && aten_dtype(c); },
       constant(0));
+  add(
+      "ms2d_fused_cpu",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionCall& c) {
+        return ms_attention::ms_attention_2d_cpu(q, k, v, c.windows, c.grid_h, c.grid_w, c.cls_token, c.dropout);
+      },
+      [](const AttentionCall& c) {
+        return c.multiscale() && c.grid2d() && c.device.is_cpu() && cpu_fused_dtype(c.dtype);
+      },
+      constant(20));
 #if defined(XTRAIN_WITH_CUDA)
   add(
       "ms_fused_cuda",
@@ -78,6 +89,15 @@ void add_builtin_kernels(const AddKernel& add) {
       },
       [](const AttentionCall& c) {
         return c.multiscale() && !c.grid2d() && c.device.is_cuda() && ms_attention::cuda_supports(c.HS, c.dtype);
+      },
+      constant(30));
+  add(
+      "ms2d_fused_cuda",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionCall& c) {
+        return ms_attention::ms_attention_2d_cuda(q, k, v, c.windows, c.grid_h, c.grid_w, c.cls_token, c.dropout);
+      },
+      [](const AttentionCall& c) {
+        return c.multiscale() && c.grid2d() && c.device.is_cuda() && ms_attention::cuda_supports(c.HS, c.dtype);
       },
       constant(30));
 #endif

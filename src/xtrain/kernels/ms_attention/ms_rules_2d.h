@@ -69,4 +69,14 @@ XTRAIN_HD void for_each_level_2d(int64_t r, int64_t c, int64_t gh, int64_t gw, i
   }
 }
 
+// The fused kernels' query order (their dropout hash counts queries in it): strips of sw columns
+// left to right, row-major inside a strip, the class token (token 0, if any) last. Returns the
+// position of token t of a grid with c0 = 1 (class token) or 0.
+XTRAIN_HD int64_t strip_position_2d(int64_t t, int64_t gh, int64_t gw, int64_t c0, int64_t sw) {
+  if (c0 == 1 && t == 0) return gh * gw;
+  const int64_t p = t - c0, r = p / gw, c = p % gw, s0 = c / sw * sw;
+  const int64_t width = gw - s0 < sw ? gw - s0 : sw;
+  return s0 * gh + r * width + (c - s0);
+}
+
 }  // namespace xtrain::kernels::ms_attention
