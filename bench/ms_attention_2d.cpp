@@ -8,6 +8,7 @@
 // machine the CPU time is the stable one.
 //   bench_ms_attention_2d [--grids 7,14,28,56] [--batch 8] [--heads 4] [--hs 24] [--windows 2,4]
 //                         [--threads 1] [--repeats 3] [--reference-max-grid 28] [--no-cls]
+#include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 
@@ -87,7 +88,7 @@ double max_rel_error(const Fn& a, const Fn& b, const at::Tensor& q, const at::Te
   double worst = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const double scale = std::max(1.0, y[i].abs().max().item<double>());
-    worst = std::max(worst, (x[i] - y[i]).abs().max().item<double>() / scale);
+    worst = std::max(worst, x[i].sub(y[i]).abs().max().item<double>() / scale);
   }
   return worst;
 }
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
               "ms2d_ref ms", "dense/ms2d", "ref/ms2d", "check");
   for (const int64_t g : a.grids) {
     const int64_t T = g * g + (a.cls ? 1 : 0);
-    torch::manual_seed(0);
+    at::manual_seed(0);
     const auto q = at::randn({a.B, a.NH, T, a.HS}), k = at::randn({a.B, a.NH, T, a.HS});
     const auto v = at::randn({a.B, a.NH, T, a.HS}), dout = at::randn({a.B, a.NH, T, a.HS});
     const Fn dense = [](const at::Tensor& x, const at::Tensor& y, const at::Tensor& z) {
