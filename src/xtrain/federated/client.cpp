@@ -95,7 +95,9 @@ LocalResult train_client(Setup& s, Client& client, const FlatParams& layout, con
     } while (!engine.step());
     r.step_losses.push_back(engine.last_step().loss);
   }
-  r.update = flatten(*s.model.module, layout) - global;
+  // In float64: the difference of two fp32 vectors is exact there, so one client's FedAvg step lands
+  // on its own weights bit for bit.
+  r.update = flatten(*s.model.module, layout).to(at::kDouble) - global.to(at::kDouble);
   return r;
 }
 

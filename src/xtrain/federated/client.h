@@ -57,7 +57,7 @@ struct Client {
 Client make_client(const Setup& s, int64_t id, std::vector<int64_t> indices);
 
 struct LocalResult {
-  at::Tensor update;                // flat fp32: trained weights - global weights
+  at::Tensor update;                // flat float64: trained weights - global weights (both fp32)
   std::vector<double> step_losses;  // each local step's training loss
 };
 

@@ -171,7 +171,10 @@ RoundReport run_round(Federation& f, int64_t round) {
     Aggregate a = aggregate(f, round, sampled, survivors, weighted);
     rep.max_mask_error = a.max_mask_error;
     const auto n = static_cast<int64_t>(survivors.size());
-    rep.bytes_up = f.o.secure_agg ? n * (P + 1) * 8 + a.seeds_revealed * 8 : n * (P * 4 + 8);
+    // In the clear a client sends its fp32 weights and sample count (the server forms the float64
+    // update: the same numbers); with DP its clipped float64 update; with secure aggregation ring values.
+    const int64_t plain = f.o.privacy.enabled() ? P * 8 + 8 : P * 4 + 8;
+    rep.bytes_up = f.o.secure_agg ? n * (P + 1) * 8 + a.seeds_revealed * 8 : n * plain;
     if (f.o.privacy.enabled()) {  // central Gaussian noise on the sum, then the mean over the clients
       auto gen = at::make_generator<at::CPUGeneratorImpl>(data::epoch_seed(seed_of(f.o) ^ 0x9015eULL, round));
       a.sum.add_(at::normal(0.0, f.o.privacy.noise * f.o.privacy.clip, {P}, gen, at::kDouble));
