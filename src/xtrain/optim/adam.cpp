@@ -1,6 +1,7 @@
 // Adam/AdamW step: per-group coefficients in double (as torch.optim computes them in Python), then
-// the fused kernel over every segment: the CPU kernels in parallel (cpu/kernels.h), or, with a CUDA
-// LibTorch and params on a GPU, one CUDA launch per run of adjacent same-group segments.
+// the moments strategy's fused update over every segment. The fp32 moments (here): the CPU kernels
+// in parallel (cpu/kernels.h), or, with a CUDA LibTorch and params on a GPU, one CUDA launch per run
+// of adjacent same-group segments. The 8-bit moments: adam8bit.cpp.
 #include "xtrain/optim/adam.h"
 
 #include <ATen/ops/zeros.h>
@@ -40,15 +41,58 @@ void step_cuda(const std::vector<Segment>& segments, const std::vector<cpu::Adam
 constexpr bool kCuda = false;
 #endif
 
+class Fp32Moments final : public AdamMoments {
+ public:
+  void init(int64_t numel) override {
+    exp_avg_ = at::zeros({numel}, at::kFloat);
+    exp_avg_sq_ = at::zeros({numel}, at::kFloat);
+  }
+  int64_t numel() const override { return exp_avg_.defined() ? exp_avg_.numel() : -1; }
+  bool allows_cuda() const override { return kCuda; }
+  std::string describe(const std::string& optimizer_name) const override { return optimizer_name; }
+
+  void update(const StepInputs& in, const std::vector<Segment>& segments,
+              const std::vector<cpu::AdamCoeffs>& coeffs) override {
+    if (exp_avg_.device() != in.params.device()) {  // the state follows the params (GPU runs)
+      exp_avg_ = exp_avg_.to(in.params.device());
+      exp_avg_sq_ = exp_avg_sq_.to(in.params.device());
+    }
+#ifdef XTRAIN_WITH_CUDA
+    if (in.params.is_cuda()) {
+      step_cuda(segments, coeffs, in, exp_avg_, exp_avg_sq_);
+      return;
+    }
+#endif
+    const auto buffers = detail::flat_buffers(in, exp_avg_, exp_avg_sq_);
+    detail::parallel_over_segments(segments, [&](size_t s, int64_t begin, int64_t end) {
+      cpu::adam_update(coeffs[segments[s].group], buffers, begin, end);
+    });
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> tensors() override {
+    return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
+  }
+
+ private:
+  at::Tensor exp_avg_, exp_avg_sq_;
+};
+
+std::unique_ptr<AdamMoments> moments_for(const std::string& state_dtype) {
+  if (state_dtype == "int8") return int8_adam_moments();
+  return fp32_adam_moments();
+}
+
 }  // namespace
 
-Adam::Adam(const AdamParams& params, bool decoupled, std::string name)
-    : params_(params), decoupled_(decoupled), name_(std::move(name)) {}
+std::unique_ptr<AdamMoments> fp32_adam_moments() { return std::make_unique<Fp32Moments>(); }
 
-void Adam::init_state(int64_t numel) {
-  exp_avg_ = at::zeros({numel}, at::kFloat);
-  exp_avg_sq_ = at::zeros({numel}, at::kFloat);
-}
+Adam::Adam(const AdamParams& params, bool decoupled, std::string name)
+    : Adam(params, decoupled, std::move(name), moments_for(params.state_dtype)) {}
+
+Adam::Adam(const AdamParams& params, bool decoupled, std::string name, std::unique_ptr<AdamMoments> moments)
+    : params_(params), decoupled_(decoupled), name_(std::move(name)), moments_(std::move(moments)) {}
+
+void Adam::init_state(int64_t numel) { moments_->init(numel); }
 
 std::vector<cpu::AdamCoeffs> adam_coefficients(const AdamParams& params, bool decoupled, int64_t step_count,
                                                const StepInputs& in) {
@@ -78,29 +122,12 @@ std::vector<cpu::AdamCoeffs> adam_coefficients(const AdamParams& params, bool de
 void Adam::step(const StepInputs& in) {
   std::vector<Segment> whole;
   const auto& segments =
-      detail::checked_segments(in, exp_avg_.defined() ? exp_avg_.numel() : -1, name_, whole, kCuda);
-  const auto coeffs = adam_coefficients(params_, decoupled_, step_count_, in);
-  if (exp_avg_.device() != in.params.device()) {  // the state follows the params (GPU runs)
-    exp_avg_ = exp_avg_.to(in.params.device());
-    exp_avg_sq_ = exp_avg_sq_.to(in.params.device());
-  }
-#ifdef XTRAIN_WITH_CUDA
-  if (in.params.is_cuda()) {
-    step_cuda(segments, coeffs, in, exp_avg_, exp_avg_sq_);
-    ++step_count_;
-    return;
-  }
-#endif
-  const auto buffers = detail::flat_buffers(in, exp_avg_, exp_avg_sq_);
-  detail::parallel_over_segments(segments, [&](size_t s, int64_t begin, int64_t end) {
-    cpu::adam_update(coeffs[segments[s].group], buffers, begin, end);
-  });
+      detail::checked_segments(in, moments_->numel(), moments_->describe(name_), whole, moments_->allows_cuda());
+  moments_->update(in, segments, adam_coefficients(params_, decoupled_, step_count_, in));
   ++step_count_;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> Adam::state() {
-  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}};
-}
+std::vector<std::pair<std::string, at::Tensor>> Adam::state() { return moments_->tensors(); }
 
 namespace {
 
@@ -111,7 +138,6 @@ std::unique_ptr<Optimizer> make_adam(const OptimizerOptions& o, bool always_deco
   XTRAIN_USAGE_CHECK(!a.amsgrad, "optim: not supported yet: optimizer.params.amsgrad");
   XTRAIN_USAGE_CHECK(a.state_dtype == "fp32" || a.state_dtype == "int8",
                      "optim: optimizer.params.state_dtype must be \"fp32\" or \"int8\", got \"", a.state_dtype, "\"");
-  if (a.state_dtype == "int8") return std::make_unique<Adam8bit>(a, always_decoupled || a.adam_w_mode, name);
   return std::make_unique<Adam>(a, always_decoupled || a.adam_w_mode, name);
 }
 
