@@ -5,49 +5,25 @@
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "optim_bench.h"
 #include "xtrain/optim/optimizer.h"
 
 namespace {
 
-template <class F>
-double median_ms(F&& f, int warmup, int reps) {
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-std::vector<int64_t> parse_list(const char* text) {
-  std::vector<int64_t> out;
-  std::stringstream s(text);
-  for (std::string item; std::getline(s, item, ',');) out.push_back(std::stoll(item));
-  return out;
-}
+using xtrain::bench::median_ms;
+using xtrain::bench::parse_list;
 
 struct Measured {
   double ms = 0, bytes_per_param = 0;
 };
 
 Measured measure(const std::string& state_dtype, int64_t n, int reps) {
-  xtrain::optim::OptimizerOptions o;
-  o.type = "AdamW";
-  o.adam.lr = 1e-3;
-  o.adam.weight_decay = 0.1;
-  o.adam.state_dtype = state_dtype;
-  auto opt = xtrain::optim::make_optimizer(o);
+  auto opt = xtrain::optim::make_optimizer(xtrain::bench::adamw_options(state_dtype));
   opt->init_state(n);
   xtrain::optim::StepInputs in;
   in.params = at::randn({n});

@@ -8,42 +8,23 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "optim_bench.h"
 #include "xtrain/optim/cpu/kernels.h"
 #include "xtrain/optim/optimizer.h"
 
 namespace {
 
+using xtrain::bench::adamw_options;
+using xtrain::bench::median_ms;
+using xtrain::bench::parse_list;
 using xtrain::optim::StepInputs;
-
-template <class F>
-double median_ms(F&& f, int warmup, int reps) {
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-xtrain::optim::OptimizerOptions adamw_options() {
-  xtrain::optim::OptimizerOptions o;
-  o.type = "AdamW";
-  o.adam.lr = 1e-3;
-  o.adam.weight_decay = 0.1;
-  return o;
-}
 
 // Three steps on 4099 elements, against torch.optim.AdamW's single-tensor formula in ATen ops.
 bool matches_aten() {
@@ -68,13 +49,6 @@ bool matches_aten() {
   std::printf("check: fused AdamW vs ATen ops after 3 steps: max |diff| = %g%s\n", diff,
               at::equal(p, ref) ? " (bit-identical)" : "");
   return diff <= 1e-6;
-}
-
-std::vector<int64_t> parse_list(const char* text) {
-  std::vector<int64_t> out;
-  std::stringstream s(text);
-  for (std::string item; std::getline(s, item, ',');) out.push_back(std::stoll(item));
-  return out;
 }
 
 void bench_size(int64_t n, const std::vector<int64_t>& thread_counts, int reps) {
