@@ -4,7 +4,7 @@
 
 #include "xtrain/base/did_you_mean.h"
 
-namespace xtrain {
+namespace xtrain::did_you_mean_test {
 namespace {
 
 const std::vector<std::string> kDtypes = {"", "fp16", "bf16", "fp32"};
@@ -44,4 +44,4 @@ TEST(DidYouMean, EditDistanceCountsTranspositionsAsOne) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::did_you_mean_test

@@ -16,7 +16,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/base/file_io.h"
 
-namespace xtrain {
+namespace xtrain::file_io_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -114,4 +114,4 @@ TEST(FileIo, WriterCrashLeavesTheOldFileWhole) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::file_io_test

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-namespace xtrain::memory_pool {
+namespace xtrain::memory_pool::memory_pool_test {
 namespace {
 
 base::MemoryPoolOptions defaults() { return {}; }
@@ -175,4 +175,4 @@ TEST(MemoryPool, TensorsCrossInstallAndUninstall) {
 }
 
 }  // namespace
-}  // namespace xtrain::memory_pool
+}  // namespace xtrain::memory_pool::memory_pool_test

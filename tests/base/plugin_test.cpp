@@ -10,7 +10,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/base/plugin.h"
 
-namespace xtrain {
+namespace xtrain::plugin_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -49,4 +49,4 @@ TEST(Plugin, ARealLibraryLoadsOnceByCanonicalPath) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::plugin_test

@@ -7,7 +7,7 @@
 
 #include "xtrain/base/sha256.h"
 
-namespace xtrain {
+namespace xtrain::sha256_test {
 namespace {
 
 TEST(Sha256, FipsExamples) {
@@ -58,4 +58,4 @@ TEST(Sha256, IncrementalEqualsOneShot) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::sha256_test

@@ -14,7 +14,7 @@
 #include "xtrain/base/file_io.h"
 #include "xtrain/base/subprocess.h"
 
-namespace xtrain {
+namespace xtrain::subprocess_test {
 namespace {
 
 SpawnOptions shell(const std::string& script, const std::string& dir) {
@@ -127,4 +127,4 @@ TEST(Subprocess, ProgramThatCannotRunExits127WithAMessage) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::subprocess_test

@@ -19,7 +19,7 @@
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 
-namespace xtrain::threads {
+namespace xtrain::threads::threads_test {
 namespace {
 
 // Sets (or unsets, with nullopt) variables for the scope; restores them after.
@@ -160,4 +160,4 @@ TEST(Threads, ReexecsOnceWithTheLoaderVariables) {
 }
 
 }  // namespace
-}  // namespace xtrain::threads
+}  // namespace xtrain::threads::threads_test

@@ -10,7 +10,7 @@
 #include "support/paths.h"
 #include "xtrain/base/utf8.h"
 
-namespace xtrain {
+namespace xtrain::utf8_test {
 namespace {
 
 std::string from_hex(const std::string& hex) {
@@ -45,4 +45,4 @@ TEST(Utf8, RulesByHand) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::utf8_test

@@ -13,7 +13,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/model_parallel.h"
 
-namespace xtrain::checkpoint {
+namespace xtrain::checkpoint::model_parallel_test {
 namespace {
 
 ModelParallelManifest two_by_two() {
@@ -132,4 +132,4 @@ TEST(ModelParallelCheckpoint, MissingTensorPieceIsNamed) {
 }
 
 }  // namespace
-}  // namespace xtrain::checkpoint
+}  // namespace xtrain::checkpoint::model_parallel_test

@@ -12,7 +12,7 @@
 #include "xtrain/checkpoint/node_parts.h"
 #include "xtrain/checkpoint/store.h"
 
-namespace xtrain::checkpoint {
+namespace xtrain::checkpoint::node_parts_test {
 namespace {
 
 NamedTensors rank_tensors(int rank) { return {{c10::str("w", rank), at::arange(4, at::kFloat).add(rank)}}; }
@@ -82,4 +82,4 @@ TEST(NodeParts, MissingDuplicateOrMixedPartsAreErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain::checkpoint
+}  // namespace xtrain::checkpoint::node_parts_test

@@ -20,7 +20,7 @@
 #include "xtrain/run/init_from.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::safetensors_init_test {
 namespace {
 
 const std::string kGpt2 = "safetensors/gpt2_tiny.safetensors";
@@ -199,4 +199,4 @@ TEST(SafetensorsInit, InitFromKeysTrainThroughTheRun) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::safetensors_init_test

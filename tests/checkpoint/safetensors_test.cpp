@@ -16,7 +16,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/tensor_file.h"
 
-namespace xtrain::checkpoint {
+namespace xtrain::checkpoint::safetensors_test {
 namespace {
 
 void expect_same(const at::Tensor& actual, const at::Tensor& expected, const std::string& name) {
@@ -138,4 +138,4 @@ TEST(Safetensors, UnknownDtypeAndNonJsonHeaderAreErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain::checkpoint
+}  // namespace xtrain::checkpoint::safetensors_test

@@ -15,7 +15,7 @@
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/checkpoint/tensor_file.h"
 
-namespace xtrain::checkpoint {
+namespace xtrain::checkpoint::store_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -270,4 +270,4 @@ TEST(Fingerprint, DependsOnContentOnly) {
 }
 
 }  // namespace
-}  // namespace xtrain::checkpoint
+}  // namespace xtrain::checkpoint::store_test

@@ -6,7 +6,7 @@
 
 #include "support/paths.h"
 
-namespace xtrain {
+namespace xtrain::cli_test {
 namespace {
 
 int xtrain(const std::string& args, std::string* out) {
@@ -64,4 +64,4 @@ TEST(Cli, ConfigDocsMatchCommittedReference) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::cli_test

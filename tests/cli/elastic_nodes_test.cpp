@@ -18,7 +18,7 @@
 #include "support/multiprocess.h"
 #include "support/paths.h"
 
-namespace xtrain {
+namespace xtrain::elastic_nodes_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -116,4 +116,4 @@ TEST(ElasticNodes, ZeroStage2ShardsReshardWhenANodeIsLost) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::elastic_nodes_test

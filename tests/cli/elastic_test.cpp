@@ -9,7 +9,7 @@
 #include "support/multiprocess.h"
 #include "support/paths.h"
 
-namespace xtrain {
+namespace xtrain::elastic_test {
 namespace {
 
 // A GPT small enough that 6 steps on 2 ranks take a few seconds.
@@ -105,4 +105,4 @@ TEST(Elastic, KillDuringANvmeOffloadedSaveLeavesThePreviousCheckpointWhole) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::elastic_test

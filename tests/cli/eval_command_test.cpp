@@ -14,7 +14,7 @@
 #include "xtrain/run/evaluate.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::eval_command_test {
 namespace {
 
 constexpr int64_t kMicro = 4;
@@ -173,4 +173,4 @@ TEST(TrainCommand, ClosingSampleIsValidUtf8) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::eval_command_test

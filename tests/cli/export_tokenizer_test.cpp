@@ -12,7 +12,7 @@
 #include "xtrain/data/tokenizer/tokenizer.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::export_tokenizer_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -76,4 +76,4 @@ TEST(ExportTokenizer, SafetensorsAndOnnxCarryTheRunsTokenizer) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::export_tokenizer_test

@@ -14,7 +14,7 @@
 #include "support/multiprocess.h"
 #include "support/paths.h"
 
-namespace xtrain {
+namespace xtrain::node_local_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -126,4 +126,4 @@ TEST(NodeLocal, TwoNodesWithASharedOutputMatchOneLauncher) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::node_local_test

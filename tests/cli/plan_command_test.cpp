@@ -6,7 +6,7 @@
 
 #include "support/paths.h"
 
-namespace xtrain {
+namespace xtrain::plan_command_test {
 namespace {
 
 int xtrain(const std::string& args, std::string* out) {
@@ -58,4 +58,4 @@ TEST(PlanCommand, BadInputExitsTwoNamingTheOption) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::plan_command_test

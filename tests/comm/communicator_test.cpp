@@ -14,7 +14,7 @@
 #include "support/multiprocess.h"
 #include "xtrain/comm/communicator.h"
 
-namespace xtrain::comm {
+namespace xtrain::comm::communicator_test {
 namespace {
 
 using testing::expect_equal;
@@ -253,4 +253,4 @@ TEST(Communicator, DescribeArrivalsNamesMissingRanks) {
 }
 
 }  // namespace
-}  // namespace xtrain::comm
+}  // namespace xtrain::comm::communicator_test

@@ -6,7 +6,7 @@
 #include "support/errors.h"
 #include "xtrain/comm/interface.h"
 
-namespace xtrain::comm {
+namespace xtrain::comm::interface_test {
 namespace {
 
 const std::vector<NetInterface> kTable = {
@@ -74,4 +74,4 @@ TEST(GlooInterface, ThisMachinesLoopback) {
 }
 
 }  // namespace
-}  // namespace xtrain::comm
+}  // namespace xtrain::comm::interface_test

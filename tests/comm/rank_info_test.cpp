@@ -5,7 +5,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/comm/rank_info.h"
 
-namespace xtrain::comm {
+namespace xtrain::comm::rank_info_test {
 namespace {
 
 TEST(RankInfo, TorchrunVariables) {
@@ -179,4 +179,4 @@ TEST(RankInfo, LocalWorldSizeToExportUnderSrunAndMpirun) {
 }
 
 }  // namespace
-}  // namespace xtrain::comm
+}  // namespace xtrain::comm::rank_info_test

@@ -10,7 +10,7 @@
 #include "support/multiprocess.h"
 #include "xtrain/comm/communicator.h"
 
-namespace xtrain::comm {
+namespace xtrain::comm::timeout_test {
 namespace {
 
 CommOptions short_timeout(double seconds) {
@@ -95,4 +95,4 @@ TEST(CommTimeout, NoRankZeroMeansRankZeroDidNotArrive) {
 }
 
 }  // namespace
-}  // namespace xtrain::comm
+}  // namespace xtrain::comm::timeout_test

@@ -14,7 +14,7 @@
 #include "xtrain/compress/quant/quantize.h"
 #include "xtrain/models/factory.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::artifact_test {
 namespace {
 
 using xtrain::testing::expect_equal;
@@ -75,4 +75,4 @@ TEST(Artifact, TorchLoadReadsModelPt) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::artifact_test

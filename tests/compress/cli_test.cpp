@@ -19,7 +19,7 @@
 #include "xtrain/data/dataset.h"
 #include "xtrain/models/factory.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::cli_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -128,4 +128,4 @@ TEST(CompressCli, ExitCodes) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::cli_test

@@ -11,7 +11,7 @@
 #include "xtrain/compress/distill/distillation.h"
 #include "xtrain/models/factory.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::distill_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -87,4 +87,4 @@ TEST(Distill, StudentMovesTowardsTeacher) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::distill_test

@@ -16,7 +16,7 @@
 #include "xtrain/models/factory.h"
 #include "xtrain/nn/linear.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::graph_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -213,4 +213,4 @@ TEST(Graph, UnknownLayerIsNamed) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::graph_test

@@ -12,7 +12,7 @@
 #include "xtrain/compress/quant/int8_layers.h"
 #include "xtrain/compress/quant/qparams.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::int8_gemm_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -81,4 +81,4 @@ TEST(Int8Gemm, SaysWhichPathRuns) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::int8_gemm_test

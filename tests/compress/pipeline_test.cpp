@@ -12,7 +12,7 @@
 #include "xtrain/compress/prune/magnitude.h"
 #include "xtrain/models/factory.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::pipeline_test {
 namespace {
 
 struct Task {
@@ -124,4 +124,4 @@ TEST(Pipeline, OptionsNameMistypedKeys) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::pipeline_test

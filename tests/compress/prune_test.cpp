@@ -19,7 +19,7 @@
 #include "xtrain/compress/prune/magnitude.h"
 #include "xtrain/models/factory.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::prune_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -243,4 +243,4 @@ TEST(Prune, StructuredResNetShrinksConvBatchNormAndConsumer) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::prune_test

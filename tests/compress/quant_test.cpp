@@ -13,7 +13,7 @@
 #include "xtrain/compress/quant/observer.h"
 #include "xtrain/compress/quant/qparams.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::quant_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -144,4 +144,4 @@ TEST(Quant, AffineQParamsIncludeZeroAndFloorTheScale) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::quant_test

@@ -18,7 +18,7 @@
 #include "xtrain/compress/graph/trace.h"
 #include "xtrain/nn/linear.h"
 
-namespace xtrain::compress {
+namespace xtrain::compress::trace_registry_test {
 namespace {
 
 // y = fc2(relu(fc1(x))) + x: a residual MLP block of known layers in a class of its own.
@@ -88,4 +88,4 @@ TEST(TraceRegistry, AnUnregisteredModuleNamesTheModelTypeAndPath) {
 }
 
 }  // namespace
-}  // namespace xtrain::compress
+}  // namespace xtrain::compress::trace_registry_test

@@ -6,7 +6,7 @@
 
 #include "support/paths.h"
 
-namespace xtrain {
+namespace xtrain::config_command_test {
 namespace {
 
 int xtrain(const std::string& args, std::string* out) {
@@ -65,4 +65,4 @@ TEST(ConfigCommand, ReportsEveryLateErrorAtOnceAndPassesTheDefaults) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::config_command_test

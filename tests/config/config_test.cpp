@@ -10,7 +10,7 @@
 #include "xtrain/config/batch.h"
 #include "xtrain/config/config.h"
 
-namespace xtrain::config {
+namespace xtrain::config::config_test {
 namespace {
 
 Loaded load_json(const std::string& text, std::vector<std::string> overrides = {}, int64_t world = 1) {
@@ -277,4 +277,4 @@ TEST(Config, DocsDiffHintNamesTheFirstDifferentLine) {
 }
 
 }  // namespace
-}  // namespace xtrain::config
+}  // namespace xtrain::config::config_test

@@ -5,7 +5,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/config/config.h"
 
-namespace xtrain::config {
+namespace xtrain::config::data_ordering_keys_test {
 namespace {
 
 std::string usage_error(const std::string& text) {
@@ -47,4 +47,4 @@ TEST(DataOrderingKeys, TyposAndBadChoicesNameTheKey) {
 }
 
 }  // namespace
-}  // namespace xtrain::config
+}  // namespace xtrain::config::data_ordering_keys_test

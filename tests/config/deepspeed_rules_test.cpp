@@ -12,7 +12,7 @@
 #include "xtrain/config/key_status.h"
 #include "xtrain/precision/loss_scaler.h"
 
-namespace xtrain::config {
+namespace xtrain::config::deepspeed_rules_test {
 namespace {
 
 Loaded load_json(const std::string& text) { return load_text(text, LoadOptions{}); }
@@ -223,4 +223,4 @@ TEST(DeepSpeedRules, ResolvedConfigReloadsQuietly) {
 }
 
 }  // namespace
-}  // namespace xtrain::config
+}  // namespace xtrain::config::deepspeed_rules_test

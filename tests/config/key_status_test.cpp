@@ -11,7 +11,7 @@
 #include "xtrain/config/key_status.h"
 #include "xtrain/config/rules.h"
 
-namespace xtrain::config {
+namespace xtrain::config::key_status_test {
 namespace {
 
 std::set<std::string> test_names() {
@@ -167,4 +167,4 @@ TEST(KeyStatus, DocsShowEachStatus) {
 }
 
 }  // namespace
-}  // namespace xtrain::config
+}  // namespace xtrain::config::key_status_test

@@ -14,7 +14,7 @@
 #include "xtrain/run/run_checks.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::run_keys_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -84,4 +84,4 @@ TEST(RunKeys, ZeroChecksFollowStageAndUntestedOptimizer) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::run_keys_test

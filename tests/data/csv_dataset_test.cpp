@@ -13,7 +13,7 @@
 #include "xtrain/data/csv_dataset.h"
 #include "xtrain/data/registry.h"
 
-namespace xtrain::data {
+namespace xtrain::data::csv_dataset_test {
 namespace {
 
 using xtrain::testing::expect_usage_error;
@@ -127,4 +127,4 @@ TEST(CsvDataset, ErrorsNameTheFileLineAndColumn) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::csv_dataset_test

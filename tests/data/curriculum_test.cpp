@@ -10,7 +10,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/data/curriculum.h"
 
-namespace xtrain::data {
+namespace xtrain::data::curriculum_test {
 namespace {
 
 CurriculumOptions root_options(int64_t min, int64_t max, int64_t T, int64_t q, int64_t k) {
@@ -151,4 +151,4 @@ TEST(Curriculum, TruncatesTextBatchesToTheFirstPositions) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::curriculum_test

@@ -15,7 +15,7 @@
 #include "xtrain/data/dataset.h"
 #include "xtrain/data/idx.h"
 
-namespace xtrain::data {
+namespace xtrain::data::datasets_test {
 namespace {
 
 using xtrain::testing::usage_error;
@@ -222,4 +222,4 @@ TEST(RealData, MobyDick) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::datasets_test

@@ -17,7 +17,7 @@
 #include "xtrain/data/difficulty_sampler.h"
 #include "xtrain/data/loader.h"
 
-namespace xtrain::data {
+namespace xtrain::data::difficulty_sampler_test {
 namespace {
 
 // Text windows given as strings: input = the window's bytes, target = input (unused here).
@@ -295,4 +295,4 @@ TEST(DifficultySampler, LoaderServesItsOrder) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::difficulty_sampler_test

@@ -14,7 +14,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/data/idx.h"
 
-namespace xtrain::data {
+namespace xtrain::data::idx_test {
 namespace {
 
 std::string be32(uint32_t v) {
@@ -113,4 +113,4 @@ TEST(Idx, MissingFileIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::idx_test

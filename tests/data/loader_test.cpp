@@ -12,7 +12,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/data/loader.h"
 
-namespace xtrain::data {
+namespace xtrain::data::loader_test {
 namespace {
 
 // input = the indices, target = 2 × indices; optionally slow, optionally failing at one index.
@@ -108,4 +108,4 @@ TEST(Loader, BadArgumentsAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::loader_test

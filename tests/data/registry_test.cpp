@@ -9,7 +9,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/data/registry.h"
 
-namespace xtrain::data {
+namespace xtrain::data::registry_test {
 namespace {
 
 // n samples of one value each: sample i is [i + offset].
@@ -99,4 +99,4 @@ TEST(DatasetRegistry, BadEntriesAreRefusedAndUnknownNamesSuggest) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::registry_test

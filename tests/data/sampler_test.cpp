@@ -9,7 +9,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/data/sampler.h"
 
-namespace xtrain::data {
+namespace xtrain::data::sampler_test {
 namespace {
 
 // /usr/bin/python3 -c "
@@ -115,4 +115,4 @@ TEST(Sampler, BadStatesAndSizesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::sampler_test

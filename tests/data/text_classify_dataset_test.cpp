@@ -11,7 +11,7 @@
 #include "xtrain/data/registry.h"
 #include "xtrain/data/text_classify_dataset.h"
 
-namespace xtrain::data {
+namespace xtrain::data::text_classify_dataset_test {
 namespace {
 
 std::string write(const std::string& dir, const std::string& name, const std::string& text) {
@@ -118,4 +118,4 @@ TEST(TextClassifyDataset, BadSettingsNameTheKey) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::text_classify_dataset_test

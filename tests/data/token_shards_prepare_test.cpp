@@ -23,7 +23,7 @@
 #include "xtrain/data/token_prepare.h"
 #include "xtrain/data/token_shards.h"
 
-namespace xtrain::data {
+namespace xtrain::data::token_shards_prepare_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -214,4 +214,4 @@ TEST(DataPrepare, BadInputsNameTheFile) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::token_shards_prepare_test

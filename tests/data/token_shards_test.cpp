@@ -16,7 +16,7 @@
 #include "xtrain/data/token_dataset.h"
 #include "xtrain/data/token_shards.h"
 
-namespace xtrain::data {
+namespace xtrain::data::token_shards_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -194,4 +194,4 @@ TEST(TokenShardErrors, VocabularyLargerThanTheModelsAndEmptyCorpus) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::token_shards_test

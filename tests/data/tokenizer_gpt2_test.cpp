@@ -12,7 +12,7 @@
 #include "xtrain/data/tokenizer/gpt2_pretokenize.h"
 #include "xtrain/data/tokenizer/tokenizer.h"
 
-namespace xtrain::data {
+namespace xtrain::data::tokenizer_gpt2_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -122,4 +122,4 @@ TEST(Gpt2Tokenizer, MissingFilesSayHowToFetchThem) {
 }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::tokenizer_gpt2_test

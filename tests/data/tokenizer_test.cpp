@@ -14,7 +14,7 @@
 #include "xtrain/data/dataset.h"
 #include "xtrain/data/tokenizer/tokenizer.h"
 
-namespace xtrain::data {
+namespace xtrain::data::tokenizer_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -126,4 +126,4 @@ TEST(SentencePieceTokenizer, BpeRoundTripsAndMatchesSpmEncode) { check_sentencep
 TEST(SentencePieceTokenizer, UnigramRoundTripsAndMatchesSpmEncode) { check_sentencepiece("unigram"); }
 
 }  // namespace
-}  // namespace xtrain::data
+}  // namespace xtrain::data::tokenizer_test

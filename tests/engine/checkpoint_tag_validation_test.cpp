@@ -15,7 +15,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
 
-namespace xtrain {
+namespace xtrain::checkpoint_tag_validation_test {
 namespace {
 
 std::unique_ptr<Engine> make_engine(const std::string& mode, std::shared_ptr<comm::Communicator> dp) {
@@ -118,4 +118,4 @@ TEST(TagValidation, ModeIsMatchedInAnyCase) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::checkpoint_tag_validation_test

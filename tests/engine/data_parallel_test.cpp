@@ -20,7 +20,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
 
-namespace xtrain {
+namespace xtrain::data_parallel_test {
 namespace {
 
 constexpr int64_t kSteps = 20, kMicro = 3, kIn = 12, kClasses = 5;
@@ -143,4 +143,4 @@ TEST(DataParallel, FourRanksOverlapped) { check(4, 1, true); }
 TEST(DataParallel, FourRanksWithAccumulation) { check(4, 3, false); }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::data_parallel_test

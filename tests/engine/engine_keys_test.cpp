@@ -12,7 +12,7 @@
 #include "xtrain/engine/engine.h"
 #include "xtrain/run/run_checks.h"
 
-namespace xtrain {
+namespace xtrain::engine_keys_test {
 namespace {
 
 config::Config load(const std::string& extra, int64_t world_size = 1) {
@@ -78,4 +78,4 @@ TEST(EngineKeys, Tf32SetsTheCudaMatmulMode) {
 #endif
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::engine_keys_test

@@ -9,7 +9,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
 
-namespace xtrain {
+namespace xtrain::engine_test {
 namespace {
 
 const char* kConfig = R"({
@@ -101,4 +101,4 @@ TEST(Engine, CheckpointRoundTripIsExact) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::engine_test

@@ -20,7 +20,7 @@
 #include "xtrain/engine/engine.h"
 #include "xtrain/parallel/data/local_sgd.h"
 
-namespace xtrain {
+namespace xtrain::local_sgd_test {
 namespace {
 
 constexpr int64_t kIn = 6, kHidden = 16, kOut = 3, kMicro = 4;
@@ -249,4 +249,4 @@ TEST(LocalSgd, ConfigKeysParseAndValidate) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::local_sgd_test

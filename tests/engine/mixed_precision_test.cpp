@@ -13,7 +13,7 @@
 #include "xtrain/models/factory.h"
 #include "xtrain/nn/losses.h"
 
-namespace xtrain {
+namespace xtrain::mixed_precision_test {
 namespace {
 
 config::Config load(const std::string& json) { return config::load_text(json, {}).config; }
@@ -172,4 +172,4 @@ TEST(MixedPrecision, Fp16OnCpuIsRefusedWithAHint) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::mixed_precision_test

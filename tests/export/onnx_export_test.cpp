@@ -20,7 +20,7 @@
 #include "xtrain/nn/layer_norm.h"
 #include "xtrain/nn/multiscale_attention.h"
 
-namespace xtrain::onnx_export {
+namespace xtrain::onnx_export::onnx_export_test {
 namespace {
 
 using testing::expect_close;
@@ -264,4 +264,4 @@ TEST(OnnxExport, Int8NeedsAConvertedPlan) {
 }
 
 }  // namespace
-}  // namespace xtrain::onnx_export
+}  // namespace xtrain::onnx_export::onnx_export_test

@@ -16,7 +16,7 @@
 #include "xtrain/federated/federated.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain::federated {
+namespace xtrain::federated::federated_test {
 namespace {
 
 constexpr int64_t kFeatures = 6;
@@ -206,4 +206,4 @@ TEST(Federated, BadFlagsAndConfigsAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain::federated
+}  // namespace xtrain::federated::federated_test

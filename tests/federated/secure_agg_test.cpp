@@ -12,7 +12,7 @@
 #include "xtrain/federated/privacy.h"
 #include "xtrain/federated/secure_agg.h"
 
-namespace xtrain::federated {
+namespace xtrain::federated::secure_agg_test {
 namespace {
 
 struct Round {
@@ -107,4 +107,4 @@ TEST(DifferentialPrivacy, RdpEpsilonIsTheMinimumOverOrders) {
 }
 
 }  // namespace
-}  // namespace xtrain::federated
+}  // namespace xtrain::federated::secure_agg_test

@@ -9,7 +9,7 @@
 #include "support/errors.h"
 #include "xtrain/federated/split.h"
 
-namespace xtrain::federated {
+namespace xtrain::federated::split_test {
 namespace {
 
 // Every index of [0, n) exactly once over the clients, each client's list sorted.
@@ -117,4 +117,4 @@ TEST(FederatedSplit, DirichletSharesHaveTheClosedFormSpread) {
 }
 
 }  // namespace
-}  // namespace xtrain::federated
+}  // namespace xtrain::federated::split_test

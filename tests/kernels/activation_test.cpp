@@ -15,7 +15,7 @@
 #include "support/fixtures.h"
 #include "xtrain/base/cpu_isa.h"
 
-namespace xtrain::kernels {
+namespace xtrain::kernels::activation_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -128,4 +128,4 @@ TEST(Dropout, ReplaysUnderTheSameSeedAndIgnoresThreads) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels
+}  // namespace xtrain::kernels::activation_test

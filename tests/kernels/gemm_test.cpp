@@ -11,7 +11,7 @@
 
 #include "support/fixtures.h"
 
-namespace xtrain::kernels {
+namespace xtrain::kernels::gemm_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -143,4 +143,4 @@ TEST(Gemm, RoutingResolvesToABackendAndCanBeForced) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels
+}  // namespace xtrain::kernels::gemm_test

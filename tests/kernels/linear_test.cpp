@@ -11,7 +11,7 @@
 #include "support/fixtures.h"
 #include "xtrain/kernels/gemm.h"
 
-namespace xtrain::kernels {
+namespace xtrain::kernels::linear_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -114,4 +114,4 @@ TEST(Linear, DoubleFallsBackToAtLinear) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels
+}  // namespace xtrain::kernels::linear_test

@@ -15,7 +15,7 @@
 #include "xtrain/nn/embedding.h"
 #include "xtrain/nn/layer_norm.h"
 
-namespace xtrain::kernels {
+namespace xtrain::kernels::training_memory_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -132,4 +132,4 @@ TEST(TrainingMemory, SteadyStateStepsTakeNoNewMemoryFromTheOs) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels
+}  // namespace xtrain::kernels::training_memory_test

@@ -5,7 +5,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/launch/hostfile.h"
 
-namespace xtrain::launch {
+namespace xtrain::launch::hostfile_test {
 namespace {
 
 std::string error_of(const std::function<void()>& f) {
@@ -86,4 +86,4 @@ TEST(Hostfile, FilterErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain::launch
+}  // namespace xtrain::launch::hostfile_test

@@ -18,7 +18,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/launch/launcher.h"
 
-namespace xtrain::launch {
+namespace xtrain::launch::launcher_test {
 namespace {
 
 struct Captured {
@@ -186,4 +186,4 @@ TEST(Launcher, CtrlCStopsEveryRankCleanly) {
 }
 
 }  // namespace
-}  // namespace xtrain::launch
+}  // namespace xtrain::launch::launcher_test

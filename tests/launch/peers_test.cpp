@@ -19,7 +19,7 @@
 #include "xtrain/launch/launcher.h"
 #include "xtrain/launch/peers.h"
 
-namespace xtrain::launch {
+namespace xtrain::launch::peers_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -195,4 +195,4 @@ TEST(Peers, ElasticGroupShrinksAndAReturningNodeRejoinsAtTheNextRestart) {
 }
 
 }  // namespace
-}  // namespace xtrain::launch
+}  // namespace xtrain::launch::peers_test

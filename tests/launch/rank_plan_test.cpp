@@ -4,7 +4,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/launch/rank_plan.h"
 
-namespace xtrain::launch {
+namespace xtrain::launch::rank_plan_test {
 namespace {
 
 TEST(RankPlan, OneLauncherPerNode) {
@@ -57,4 +57,4 @@ TEST(RankPlan, EnvironmentAndThreadPolicy) {
 }
 
 }  // namespace
-}  // namespace xtrain::launch
+}  // namespace xtrain::launch::rank_plan_test

@@ -10,7 +10,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/launch/remote.h"
 
-namespace xtrain::launch {
+namespace xtrain::launch::remote_test {
 namespace {
 
 const std::vector<std::string> kHostile{"plain",       "two words",  "it's",        "'",          "''",
@@ -67,4 +67,4 @@ TEST(Remote, ShellQuote) {
 }
 
 }  // namespace
-}  // namespace xtrain::launch
+}  // namespace xtrain::launch::remote_test

@@ -19,7 +19,7 @@
 #include "xtrain/run/smoke.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain::models {
+namespace xtrain::models::capabilities_test {
 namespace {
 
 class BareImpl : public torch::nn::Module {
@@ -127,4 +127,4 @@ TEST(ModelCapabilities, SmokeShrinksOnlyThroughTheTinyHook) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::capabilities_test

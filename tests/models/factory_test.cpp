@@ -6,7 +6,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/models/factory.h"
 
-namespace xtrain::models {
+namespace xtrain::models::factory_test {
 namespace {
 
 TEST(Factory, DefaultGptParameterCountIsTheClosedForm) {
@@ -72,4 +72,4 @@ TEST(Factory, ImageModelsNeedSizesFromTheDataset) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::factory_test

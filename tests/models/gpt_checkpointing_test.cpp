@@ -19,7 +19,7 @@
 #include "xtrain/comm/communicator.h"
 #include "xtrain/models/mlp_classifier.h"
 
-namespace xtrain::models {
+namespace xtrain::models::gpt_checkpointing_test {
 namespace {
 
 using xtrain::testing::expect_equal;
@@ -178,4 +178,4 @@ TEST(GptCheckpointing, OnlyGptBlocksCanBeCheckpointed) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::gpt_checkpointing_test

@@ -14,7 +14,7 @@
 #include "xtrain/models/gpt_classifier.h"
 #include "xtrain/models/registry.h"
 
-namespace xtrain::models {
+namespace xtrain::models::gpt_classifier_test {
 namespace {
 
 ModelOptions tiny(bool causal, const std::string& pool) {
@@ -120,4 +120,4 @@ TEST(GptClassifier, ArgsAreChecked) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::gpt_classifier_test

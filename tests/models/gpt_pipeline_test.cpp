@@ -29,7 +29,7 @@
 #include "xtrain/parallel/pipeline/pipeline_executor.h"
 #include "xtrain/parallel/tensor/shard_spec.h"
 
-namespace xtrain::models {
+namespace xtrain::models::gpt_pipeline_test {
 namespace {
 
 using parallel::pipeline::BackwardHooks;
@@ -393,4 +393,4 @@ TEST(PipelineGpt, TwoStagesTrainLikeOneProcess) { run(2); }
 TEST(PipelineGpt, FourStagesTrainLikeOneProcess) { run(4); }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::gpt_pipeline_test

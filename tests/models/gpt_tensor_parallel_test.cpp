@@ -19,7 +19,7 @@
 #include "xtrain/models/gpt_tensor_parallel.h"
 #include "xtrain/parallel/tensor/shard_spec.h"
 
-namespace xtrain {
+namespace xtrain::gpt_tensor_parallel_test {
 namespace {
 
 constexpr int64_t kSteps = 8, kB = 4;
@@ -155,4 +155,4 @@ TEST(TensorParallelGpt, BadSizesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::gpt_tensor_parallel_test

@@ -16,7 +16,7 @@
 #include "xtrain/nn/losses.h"
 #include "xtrain/nn/multiscale_attention.h"
 
-namespace xtrain::models {
+namespace xtrain::models::gpt_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -330,4 +330,4 @@ TEST(Generate, RestoresTheTrainingFlag) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::gpt_test

@@ -8,7 +8,7 @@
 #include "xtrain/models/mlp_classifier.h"
 #include "xtrain/nn/losses.h"
 
-namespace xtrain::models {
+namespace xtrain::models::mlp_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -41,4 +41,4 @@ TEST(MlpClassifier, DropoutOnlyInTrainMode) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::mlp_test

@@ -13,7 +13,7 @@
 #include "xtrain/models/gpt_checkpointing.h"
 #include "xtrain/models/gpt_tensor_parallel.h"
 
-namespace xtrain::models {
+namespace xtrain::models::partition_activations_test {
 namespace {
 
 constexpr int64_t kLayers = 3, kVocab = 64, kSeq = 16;
@@ -80,4 +80,4 @@ TEST(PartitionActivations, TwoTensorParallelRanksKeepHalfAndGatherInBackward) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::partition_activations_test

@@ -16,7 +16,7 @@
 #include "xtrain/models/gpt_checkpointing.h"
 #include "xtrain/models/gpt_pipeline.h"
 
-namespace xtrain::models {
+namespace xtrain::models::pipeline_checkpoint_interval_test {
 namespace {
 
 constexpr int64_t kVocab = 64, kSeq = 16;
@@ -118,4 +118,4 @@ TEST(PipelineCheckpointInterval, BadValuesAndTheDoubleRecomputeAreRefused) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::pipeline_checkpoint_interval_test

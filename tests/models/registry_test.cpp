@@ -17,7 +17,7 @@
 #include "xtrain/run/train.h"
 #include "xtrain/models/registry.h"
 
-namespace xtrain::models {
+namespace xtrain::models::registry_test {
 namespace {
 
 constexpr int64_t kFeatures = 2;
@@ -238,4 +238,4 @@ TEST(ModelRegistry, ArgsAreAFreeJsonObject) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::registry_test

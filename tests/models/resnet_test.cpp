@@ -11,7 +11,7 @@
 #include "xtrain/models/resnet.h"
 #include "xtrain/nn/losses.h"
 
-namespace xtrain::models {
+namespace xtrain::models::resnet_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -102,4 +102,4 @@ TEST(ResNet18, ParameterCountIsTheClosedForm) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::resnet_test

@@ -20,7 +20,7 @@
 #include "xtrain/models/vit.h"
 #include "xtrain/nn/losses.h"
 
-namespace xtrain::models {
+namespace xtrain::models::vit_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -181,4 +181,4 @@ TEST(Vit, ShortFashionMnistRunBeatsChance) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::vit_test

@@ -24,7 +24,7 @@
 #include "xtrain/monitor/dashboard_server.h"
 #include "xtrain/monitor/httplib_includes.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::dashboard_security_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -371,4 +371,4 @@ TEST(DashboardCommand, NeverPrintsTheToken) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::dashboard_security_test

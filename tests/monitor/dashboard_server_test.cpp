@@ -17,7 +17,7 @@
 #include "xtrain/monitor/dashboard_server.h"
 #include "xtrain/monitor/httplib_includes.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::dashboard_server_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -207,4 +207,4 @@ TEST(EventStreams, PartialLinesWaitAndShrunkFilesRestart) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::dashboard_server_test

@@ -16,7 +16,7 @@
 #include "xtrain/monitor/flops.h"
 #include "xtrain/monitor/run_monitor.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::flops_peak_test {
 namespace {
 
 nlohmann::json read_json(const std::string& path) {
@@ -254,4 +254,4 @@ TEST(RunMonitorPeak, UserPeakIsKeptAndMfuCapped) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::flops_peak_test

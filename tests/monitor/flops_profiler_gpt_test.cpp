@@ -20,7 +20,7 @@
 #include "xtrain/monitor/flops_profiler.h"
 #include "xtrain/precision/policy.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::flops_profiler_gpt_test {
 namespace {
 
 struct Shape {
@@ -163,4 +163,4 @@ TEST(FlopsProfilerGpt, MultiscaleBidirectionalAndDenseKernelCalls) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::flops_profiler_gpt_test

@@ -26,7 +26,7 @@
 #include "xtrain/monitor/flops.h"
 #include "xtrain/monitor/flops_profiler.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::flops_test {
 namespace {
 
 struct Sizes {
@@ -184,4 +184,4 @@ TEST(Flops, PeakAndMfu) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::flops_test

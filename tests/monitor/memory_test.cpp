@@ -6,7 +6,7 @@
 
 #include "xtrain/monitor/memory.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::memory_test {
 namespace {
 
 TEST(Memory, RssSeesTouchedPages) {
@@ -25,4 +25,4 @@ TEST(Memory, RssSeesTouchedPages) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::memory_test

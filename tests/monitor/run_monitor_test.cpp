@@ -13,7 +13,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/monitor/run_monitor.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::run_monitor_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -130,4 +130,4 @@ TEST(RunMonitor, BadOptionsNameTheKey) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::run_monitor_test

@@ -8,7 +8,7 @@
 #include "xtrain/monitor/csv_sink.h"
 #include "xtrain/monitor/sinks.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::sinks_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -60,4 +60,4 @@ TEST(Sinks, FoldersFollowTheMonitorKeys) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::sinks_test

@@ -9,7 +9,7 @@
 #include "xtrain/base/stopwatch.h"
 #include "xtrain/monitor/stage_timer.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::stage_timer_test {
 namespace {
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
@@ -92,4 +92,4 @@ TEST(StageTimer, DisabledOrOutsideAStepDoesNothing) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::stage_timer_test

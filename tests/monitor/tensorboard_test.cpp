@@ -17,7 +17,7 @@
 #include "xtrain/monitor/histogram.h"
 #include "xtrain/monitor/tensorboard_sink.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::tensorboard_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -172,4 +172,4 @@ TEST(TensorBoard, TwoWritersInOneSecondGetTwoFiles) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::tensorboard_test

@@ -20,7 +20,7 @@
 #include "xtrain/nn/checkpoint.h"
 #include "xtrain/nn/mlp.h"
 
-namespace xtrain::nn {
+namespace xtrain::nn::checkpoint_test {
 namespace {
 
 using xtrain::testing::expect_equal;
@@ -245,4 +245,4 @@ TEST(Checkpoint, NumberCheckpointsSelectsTheFirstBlocks) {
 }
 
 }  // namespace
-}  // namespace xtrain::nn
+}  // namespace xtrain::nn::checkpoint_test

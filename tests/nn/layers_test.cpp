@@ -12,7 +12,7 @@
 #include "xtrain/nn/layer_norm.h"
 #include "xtrain/nn/linear.h"
 
-namespace xtrain::nn {
+namespace xtrain::nn::layers_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -91,4 +91,4 @@ TEST(LayerNormBf16, MatchesFp32LayerNormOfTheSameValues) {
 }
 
 }  // namespace
-}  // namespace xtrain::nn
+}  // namespace xtrain::nn::layers_test

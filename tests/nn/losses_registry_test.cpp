@@ -6,7 +6,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/nn/losses_registry.h"
 
-namespace xtrain {
+namespace xtrain::losses_registry_test {
 namespace {
 
 TEST(LossRegistry, BuiltinsUnknownNamesAndAnAddedLoss) {
@@ -35,4 +35,4 @@ TEST(LossRegistry, BuiltinsUnknownNamesAndAnAddedLoss) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::losses_registry_test

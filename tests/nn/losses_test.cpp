@@ -9,7 +9,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/nn/losses.h"
 
-namespace xtrain::nn {
+namespace xtrain::nn::losses_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -94,4 +94,4 @@ TEST(Losses, BadOptionsNameTheirKey) {
 }
 
 }  // namespace
-}  // namespace xtrain::nn
+}  // namespace xtrain::nn::losses_test

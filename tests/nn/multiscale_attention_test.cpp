@@ -16,7 +16,7 @@
 #include "xtrain/nn/causal_self_attention.h"
 #include "xtrain/nn/multiscale_attention.h"
 
-namespace xtrain::nn {
+namespace xtrain::nn::multiscale_attention_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -156,4 +156,4 @@ TEST(MultiScaleAttention, DropoutActsInTrainingOnly) {
 }
 
 }  // namespace
-}  // namespace xtrain::nn
+}  // namespace xtrain::nn::multiscale_attention_test

@@ -18,7 +18,7 @@
 #include "xtrain/optim/cpu/quant8.h"
 #include "xtrain/optim/registry.h"
 
-namespace xtrain {
+namespace xtrain::adam8bit_test {
 namespace {
 
 using optim::cpu::kQuantBlock;
@@ -226,4 +226,4 @@ TEST(Adam8bit, StateDtypeIsCheckedAndRefusedWithOtherOptimizers) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::adam8bit_test

@@ -15,7 +15,7 @@
 #include "support/paths.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::adam8bit_trajectory_test {
 namespace {
 
 TrainRequest tiny_gpt(const std::string& run_dir, const std::string& state_dtype) {
@@ -67,4 +67,4 @@ TEST(Adam8bit, TinyGptLossCurveFollowsFp32AdamW) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::adam8bit_trajectory_test

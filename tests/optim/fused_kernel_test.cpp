@@ -12,7 +12,7 @@
 #include "xtrain/optim/cpu/kernels.h"
 #include "xtrain/optim/optimizer.h"
 
-namespace xtrain::optim::test {
+namespace xtrain::optim::test::fused_kernel_test {
 namespace {
 
 TEST(Optim, Bf16AndFp16GradsGiveTheSameBits) {
@@ -190,4 +190,4 @@ TEST(Optim, LowPrecisionRoundingOnEdgeValues) {
 
 
 }  // namespace
-}  // namespace xtrain::optim::test
+}  // namespace xtrain::optim::test::fused_kernel_test

@@ -21,7 +21,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
 
-namespace xtrain {
+namespace xtrain::lbfgs_test {
 namespace {
 
 using testing::expect_usage_error;
@@ -216,4 +216,4 @@ TEST(Lbfgs, ConfigKeysAndErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::lbfgs_test

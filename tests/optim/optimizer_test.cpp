@@ -14,7 +14,7 @@
 #include "xtrain/optim/lamb.h"
 #include "xtrain/optim/optimizer.h"
 
-namespace xtrain::optim::test {
+namespace xtrain::optim::test::optimizer_test {
 namespace {
 
 class TorchParity : public ::testing::TestWithParam<Case> {};
@@ -230,4 +230,4 @@ TEST(Optim, CallerErrorsAreChecked) {
 
 
 }  // namespace
-}  // namespace xtrain::optim::test
+}  // namespace xtrain::optim::test::optimizer_test

@@ -16,7 +16,7 @@
 #include "xtrain/engine/engine.h"
 #include "xtrain/optim/param_groups.h"
 
-namespace xtrain {
+namespace xtrain::param_groups_test {
 namespace {
 
 const char* const kNames[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
@@ -161,4 +161,4 @@ TEST(ParamGroups, ConfigKeysAreReadCheckedAndWrittenBack) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::param_groups_test

@@ -11,7 +11,7 @@
 #include "xtrain/engine/engine.h"
 #include "xtrain/optim/registry.h"
 
-namespace xtrain {
+namespace xtrain::registry_test {
 namespace {
 
 std::string load_error(const std::string& text) {
@@ -137,4 +137,4 @@ TEST(OptimizerRegistry, AnUntestedOptimizerNeedsTheZeroSwitch) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::registry_test

@@ -4,7 +4,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/parallel/data/bucket_plan.h"
 
-namespace xtrain::parallel {
+namespace xtrain::parallel::bucket_plan_test {
 namespace {
 
 void expect_cover(const std::vector<BucketSpec>& b, int64_t total) {
@@ -68,4 +68,4 @@ TEST(GradScaling, DeepSpeedSemanticsAlwaysGiveTheMean) {
 }
 
 }  // namespace
-}  // namespace xtrain::parallel
+}  // namespace xtrain::parallel::bucket_plan_test

@@ -17,7 +17,7 @@
 #include "xtrain/comm/communicator.h"
 #include "xtrain/parallel/data/bucket_reducer.h"
 
-namespace xtrain::parallel {
+namespace xtrain::parallel::bucket_reducer_test {
 namespace {
 
 // Shapes of an unused vector, w1, b1, w2, b2; the flat buffer has 3 elements of tail padding. The
@@ -261,4 +261,4 @@ TEST(BucketReducer, DeclinedGradientHoldsItsBucketUntilFinish) {
 }
 
 }  // namespace
-}  // namespace xtrain::parallel
+}  // namespace xtrain::parallel::bucket_reducer_test

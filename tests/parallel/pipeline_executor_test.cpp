@@ -14,7 +14,7 @@
 #include "xtrain/parallel/pipeline/partition.h"
 #include "xtrain/parallel/pipeline/pipeline_executor.h"
 
-namespace xtrain::parallel::pipeline {
+namespace xtrain::parallel::pipeline::pipeline_executor_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -127,4 +127,4 @@ TEST(PipelineExecutor, SingleStageIsGradientAccumulation) {
 }
 
 }  // namespace
-}  // namespace xtrain::parallel::pipeline
+}  // namespace xtrain::parallel::pipeline::pipeline_executor_test

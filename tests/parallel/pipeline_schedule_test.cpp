@@ -12,7 +12,7 @@
 #include "xtrain/parallel/pipeline/partition.h"
 #include "xtrain/parallel/pipeline/schedule.h"
 
-namespace xtrain::parallel::pipeline {
+namespace xtrain::parallel::pipeline::pipeline_schedule_test {
 namespace {
 
 // Runs all stages' schedules; returns "" when every stage finished, else a description of where
@@ -134,4 +134,4 @@ TEST(PipelinePartition, ByParameters) {
 }
 
 }  // namespace
-}  // namespace xtrain::parallel::pipeline
+}  // namespace xtrain::parallel::pipeline::pipeline_schedule_test

@@ -12,7 +12,7 @@
 #include "xtrain/comm/rank_info.h"
 #include "xtrain/parallel/process_groups.h"
 
-namespace xtrain {
+namespace xtrain::process_groups_test {
 namespace {
 
 // The world ranks of `group`, checked by an all-reduce of each member's world rank.
@@ -80,4 +80,4 @@ TEST(ProcessGroups, OneProcessIsItsOwnDataParallelGroup) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::process_groups_test

@@ -27,7 +27,7 @@
 #include "xtrain/parallel/tensor/vocab_parallel_cross_entropy.h"
 #include "xtrain/parallel/tensor/vocab_parallel_embedding.h"
 
-namespace xtrain::parallel::tensor {
+namespace xtrain::parallel::tensor::tensor_parallel_test {
 namespace {
 
 using xtrain::testing::expect_close;
@@ -305,4 +305,4 @@ TEST(TensorParallel, ParametersAreNamedAsLinear) {
 }
 
 }  // namespace
-}  // namespace xtrain::parallel::tensor
+}  // namespace xtrain::parallel::tensor::tensor_parallel_test

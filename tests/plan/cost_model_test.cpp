@@ -8,7 +8,7 @@
 #include "xtrain/plan/cost_model.h"
 #include "xtrain/plan/inputs.h"
 
-namespace xtrain::plan {
+namespace xtrain::plan::cost_model_test {
 namespace {
 
 using testing::expect_usage_error;
@@ -196,4 +196,4 @@ TEST(PlanInputs, UnitsAreExplicit) {
 }
 
 }  // namespace
-}  // namespace xtrain::plan
+}  // namespace xtrain::plan::cost_model_test

@@ -7,7 +7,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/precision/loss_scaler.h"
 
-namespace xtrain::precision {
+namespace xtrain::precision::loss_scaler_test {
 namespace {
 
 struct Expect {
@@ -119,4 +119,4 @@ TEST(LossScaler, BadOptionsNameTheKey) {
 }
 
 }  // namespace
-}  // namespace xtrain::precision
+}  // namespace xtrain::precision::loss_scaler_test

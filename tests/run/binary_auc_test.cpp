@@ -12,7 +12,7 @@
 #include "xtrain/models/logistic.h"
 #include "xtrain/run/class_metrics.h"
 
-namespace xtrain {
+namespace xtrain::binary_auc_test {
 namespace {
 
 double pairwise_auc(const std::vector<double>& s, const std::vector<int64_t>& y) {
@@ -74,4 +74,4 @@ TEST(BinaryAuc, LogisticModelScoresAreItsLogOdds) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::binary_auc_test

@@ -5,7 +5,7 @@
 
 #include "xtrain/run/class_metrics.h"
 
-namespace xtrain {
+namespace xtrain::class_metrics_test {
 namespace {
 
 // Rows are true classes, columns predictions:
@@ -62,4 +62,4 @@ TEST(ClassMetrics, TableAndJsonNameTheClasses) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::class_metrics_test

@@ -14,7 +14,7 @@
 #include "xtrain/data/difficulty_scorer.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::data_ordering_trainer_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -92,4 +92,4 @@ TEST(DataOrderingTrainer, LossScorerIsTheReferenceModelsCrossEntropy) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::data_ordering_trainer_test

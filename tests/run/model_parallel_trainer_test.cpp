@@ -23,7 +23,7 @@
 #include "xtrain/run/checkpoint_merge.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::model_parallel_trainer_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -240,4 +240,4 @@ TEST(ModelParallelTrainer, ResumeAndConsolidate) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::model_parallel_trainer_test

@@ -11,7 +11,7 @@
 #include "xtrain/run/run_tokenizer.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::run_tokenizer_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -72,4 +72,4 @@ TEST(RunTokenizer, TrainSavesItAndGenerateUsesIt) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::run_tokenizer_test

@@ -11,7 +11,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/models/factory.h"
 
-namespace xtrain::smoke {
+namespace xtrain::smoke::smoke_test {
 namespace {
 
 struct SmokeEnv {  // sets XTRAIN_SMOKE for one test, restores "unset" after it
@@ -100,4 +100,4 @@ TEST(Smoke, ResumeAddsTwoStepsAndLeavesTheModelAlone) {
 }
 
 }  // namespace
-}  // namespace xtrain::smoke
+}  // namespace xtrain::smoke::smoke_test

@@ -8,7 +8,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/run/task.h"
 
-namespace xtrain {
+namespace xtrain::task_test {
 namespace {
 
 TEST(Task, LanguageModellingTakesTheVocabularyAndCountsTokens) {
@@ -75,4 +75,4 @@ TEST(Task, UnknownTaskNamesTheModelType) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::task_test

@@ -14,7 +14,7 @@
 #include "xtrain/data/dataset.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::text_classify_train_test {
 namespace {
 
 // Class "a" draws its letters from "abc", "x" from "xyz", "m" from "mno"; 60/30/10 per cent.
@@ -95,4 +95,4 @@ TEST(TextClassifyTrain, SpamConfigRunsFromTheCommandLine) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::text_classify_train_test

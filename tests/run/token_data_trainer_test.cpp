@@ -10,7 +10,7 @@
 #include "xtrain/data/token_prepare.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::token_data_trainer_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -47,4 +47,4 @@ TEST(TokenDataTrainer, ResumeIsExact) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::token_data_trainer_test

@@ -10,7 +10,7 @@
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/run/train.h"
 
-namespace xtrain {
+namespace xtrain::trainer_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -71,4 +71,4 @@ TEST(Trainer, TrainedRunLoadsForEvaluation) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::trainer_test

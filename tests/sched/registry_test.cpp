@@ -11,7 +11,7 @@
 #include "xtrain/config/scheduler_types.h"
 #include "xtrain/sched/registry.h"
 
-namespace xtrain {
+namespace xtrain::registry_test {
 namespace {
 
 struct HalvingParams {
@@ -57,4 +57,4 @@ TEST(ScheduleRegistry, BuiltinsAndAnAddedSchedule) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::registry_test

@@ -13,7 +13,7 @@
 #include "xtrain/sched/lr_finder.h"
 #include "xtrain/sched/schedule.h"
 
-namespace xtrain::sched {
+namespace xtrain::sched::schedule_test {
 namespace {
 
 const std::map<std::string, at::Tensor>& fixture() {
@@ -359,4 +359,4 @@ TEST(LrFinder, SteepestDescentBeforeDivergence) {
 }
 
 }  // namespace
-}  // namespace xtrain::sched
+}  // namespace xtrain::sched::schedule_test

@@ -11,7 +11,7 @@
 #include "xtrain/models/gpt.h"
 #include "xtrain/serve/served_model.h"
 
-namespace xtrain::serve {
+namespace xtrain::serve::int8_decoder_test {
 namespace {
 
 TEST(Int8Decoder, CachedLogitsEqualTheInt8GraphAtEveryPosition) {
@@ -46,4 +46,4 @@ TEST(Int8Decoder, CachedLogitsEqualTheInt8GraphAtEveryPosition) {
 }
 
 }  // namespace
-}  // namespace xtrain::serve
+}  // namespace xtrain::serve::int8_decoder_test

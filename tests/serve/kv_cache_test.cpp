@@ -13,7 +13,7 @@
 #include "xtrain/models/gpt.h"
 #include "xtrain/models/kv_cache.h"
 
-namespace xtrain::models {
+namespace xtrain::models::kv_cache_test {
 namespace {
 
 // Small enough to be fast; windows {2, 4} so that positions up to 40 use three or four levels.
@@ -137,4 +137,4 @@ TEST(KVCacheEntry, TheGptEntryOffersIncrementalDecoding) {
 }
 
 }  // namespace
-}  // namespace xtrain::models
+}  // namespace xtrain::models::kv_cache_test

@@ -12,7 +12,7 @@
 #include "xtrain/serve/request.h"
 #include "xtrain/serve/scheduler.h"
 
-namespace xtrain::serve {
+namespace xtrain::serve::scheduler_test {
 namespace {
 
 constexpr int64_t kV = 10;
@@ -167,4 +167,4 @@ TEST(Request, CompleteUtf8PrefixNeverEndsInsideACharacter) {
 }
 
 }  // namespace
-}  // namespace xtrain::serve
+}  // namespace xtrain::serve::scheduler_test

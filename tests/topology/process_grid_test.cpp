@@ -5,7 +5,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/topology/process_grid.h"
 
-namespace xtrain::topology {
+namespace xtrain::topology::process_grid_test {
 namespace {
 
 using Groups = std::vector<std::vector<int64_t>>;
@@ -129,4 +129,4 @@ TEST(ProcessGrid, BadSizesAndOrdersNameTheKey) {
 }
 
 }  // namespace
-}  // namespace xtrain::topology
+}  // namespace xtrain::topology::process_grid_test

@@ -13,7 +13,7 @@
 #include "xtrain/base/file_io.h"
 #include "xtrain/tune/study_store.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::cli_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -142,4 +142,4 @@ TEST(TuneCli, TrainStopsAtItsTrainingTimeBudget) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::cli_test

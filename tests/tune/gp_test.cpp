@@ -13,7 +13,7 @@
 #include "xtrain/tune/gp_fit.h"
 #include "xtrain/tune/rng.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::gp_test {
 namespace {
 
 using testing::expect_close;
@@ -197,4 +197,4 @@ TEST(Gp, FitFindsRelevantDimensionsAndNoise) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::gp_test

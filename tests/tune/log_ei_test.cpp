@@ -10,7 +10,7 @@
 
 #include "support/fixtures.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::log_ei_test {
 namespace {
 
 using testing::expect_close;
@@ -112,4 +112,4 @@ TEST(LogEi, GradientsMatchFiniteDifferences) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::log_ei_test

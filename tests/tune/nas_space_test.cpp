@@ -13,7 +13,7 @@
 #include "xtrain/tune/sampler.h"
 #include "xtrain/tune/space.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::nas_space_test {
 namespace {
 
 const std::string kType = "xtrain.model.attention.type", kWindows = "xtrain.model.attention.windows";
@@ -162,4 +162,4 @@ TEST(NasSpace, BadConditionsAndConstraintsAreErrorsNamingThem) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::nas_space_test

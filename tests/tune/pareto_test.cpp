@@ -14,7 +14,7 @@
 #include "xtrain/base/file_io.h"
 #include "xtrain/tune/rng.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::pareto_test {
 namespace {
 
 TEST(Pareto, HandWorkedFront) {
@@ -107,4 +107,4 @@ TEST(Pareto, WritesTheFrontAndItsPlot) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::pareto_test

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace xtrain::tune {
+namespace xtrain::tune::pruner_test {
 namespace {
 
 Trial curve(int64_t id, TrialState state, std::vector<std::pair<int64_t, double>> values) {
@@ -149,4 +149,4 @@ TEST(Pruner, FactoryNamesAndErrors) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::pruner_test

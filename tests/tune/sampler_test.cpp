@@ -10,7 +10,7 @@
 
 #include "support/tune_test_functions.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::sampler_test {
 namespace {
 
 TEST(Sampler, RandomIsReproducibleAndValid) {
@@ -91,4 +91,4 @@ TEST(Sampler, GpBeatsRandomOnTestFunctions) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::sampler_test

@@ -8,7 +8,7 @@
 
 #include "xtrain/base/error.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::space_test {
 namespace {
 
 const char* kSpace = R"({
@@ -119,4 +119,4 @@ TEST(SearchSpace, ErrorsNameTheParameterAndSuggest) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::space_test

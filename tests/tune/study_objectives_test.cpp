@@ -13,7 +13,7 @@
 #include "xtrain/tune/pareto.h"
 #include "xtrain/tune/tuner.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::study_objectives_test {
 namespace {
 
 TuneOptions fake_options(const std::string& dir) {
@@ -82,4 +82,4 @@ TEST(StudyObjectives, ParetoFrontOverTrialsAndTimeBudget) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::study_objectives_test

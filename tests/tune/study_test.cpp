@@ -19,7 +19,7 @@
 #include "xtrain/tune/study_store.h"
 #include "xtrain/tune/tuner.h"
 
-namespace xtrain::tune {
+namespace xtrain::tune::study_test {
 namespace {
 namespace fs = std::filesystem;
 
@@ -318,4 +318,4 @@ TEST(Study, ResumesAfterKill) {
 }
 
 }  // namespace
-}  // namespace xtrain::tune
+}  // namespace xtrain::tune::study_test

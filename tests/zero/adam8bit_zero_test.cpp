@@ -19,7 +19,7 @@
 #include "xtrain/config/config.h"
 #include "xtrain/engine/engine.h"
 
-namespace xtrain {
+namespace xtrain::adam8bit_zero_test {
 namespace {
 
 constexpr int64_t kIn = 32, kHidden = 256, kOut = 5, kSteps = 6, kGas = 2;
@@ -166,4 +166,4 @@ TEST(Adam8bitZero, CheckpointsResumeBitExactlyAtTwoRanksAndOtherLayoutsAreRefuse
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::adam8bit_zero_test

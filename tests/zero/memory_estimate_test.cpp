@@ -4,7 +4,7 @@
 
 #include "xtrain/zero/memory_estimate.h"
 
-namespace xtrain::zero {
+namespace xtrain::zero::memory_estimate_test {
 namespace {
 
 TEST(MemoryEstimate, MatchesTheZeroPaper) {
@@ -20,4 +20,4 @@ TEST(MemoryEstimate, MatchesTheZeroPaper) {
 }
 
 }  // namespace
-}  // namespace xtrain::zero
+}  // namespace xtrain::zero::memory_estimate_test

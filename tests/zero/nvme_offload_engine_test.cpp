@@ -21,7 +21,7 @@
 #include "xtrain/engine/engine.h"
 #include "xtrain/zero/shard_io.h"
 
-namespace xtrain {
+namespace xtrain::nvme_offload_engine_test {
 namespace {
 
 // ---- Stages 1 and 2 with NVMe offload against the same stage in memory ----
@@ -248,4 +248,4 @@ TEST(NvmeOffload, BadSettingsFailAtStartNamingTheKey) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::nvme_offload_engine_test

@@ -25,7 +25,7 @@
 #include "xtrain/zero/offload/uring_file.h"
 #include "xtrain/zero/shard_io.h"
 
-namespace xtrain {
+namespace xtrain::nvme_offload_test {
 namespace {
 
 at::Tensor random(int64_t n, uint64_t seed, at::ScalarType dtype = at::kFloat) {
@@ -273,4 +273,4 @@ TEST(NvmeOptimizerState, BadPathOrTooLittleSpaceIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::nvme_offload_test

@@ -12,7 +12,7 @@
 #include "xtrain/zero/shard_layout.h"
 #include "xtrain/zero/shard_ops.h"
 
-namespace xtrain::zero {
+namespace xtrain::zero::shard_layout_test {
 namespace {
 
 NamedParams params_of(const std::vector<int64_t>& sizes) {
@@ -94,4 +94,4 @@ TEST(ShardOps, WeightedNormOfBf16GradientsMatchesFloat64) {
 }
 
 }  // namespace
-}  // namespace xtrain::zero
+}  // namespace xtrain::zero::shard_layout_test

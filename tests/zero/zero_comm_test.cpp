@@ -20,7 +20,7 @@
 #include "xtrain/zero/shard_io.h"
 #include "xtrain/zero/shard_layout.h"
 
-namespace xtrain {
+namespace xtrain::zero_comm_test {
 namespace {
 
 std::shared_ptr<comm::Communicator> connect() {
@@ -314,4 +314,4 @@ TEST(ZeroComm, LoadFromFp32WeightsFalseRebuildsTheMaster) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::zero_comm_test

@@ -19,7 +19,7 @@
 #include "xtrain/engine/engine.h"
 #include "xtrain/zero/shard_io.h"
 
-namespace xtrain {
+namespace xtrain::zero_parity_test {
 namespace {
 
 constexpr int64_t kB = 3;       // micro-batch per rank
@@ -317,4 +317,4 @@ TEST(Zero, UnsupportedCombinationsFailAtStart) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::zero_parity_test

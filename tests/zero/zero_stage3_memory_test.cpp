@@ -15,7 +15,7 @@
 #include "xtrain/models/gpt.h"
 #include "xtrain/zero/offload/disk_backed_allocations.h"
 
-namespace xtrain {
+namespace xtrain::zero_stage3_memory_test {
 namespace {
 
 models::ModelOptions small_gpt_options() {
@@ -90,4 +90,4 @@ TEST(ZeroStage3, ConstructionCreditCountsEveryLocalRank) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::zero_stage3_memory_test

@@ -29,7 +29,7 @@
 #include "xtrain/zero/shard_io.h"
 #include "xtrain/zero/stage3.h"
 
-namespace xtrain {
+namespace xtrain::zero_stage3_test {
 namespace {
 
 constexpr int64_t kB = 3;  // micro-batch per rank
@@ -441,4 +441,4 @@ TEST(ZeroStage3, CheckpointFromTwoRanksResumesAtOneTwoAndFour) {
 }
 
 }  // namespace
-}  // namespace xtrain
+}  // namespace xtrain::zero_stage3_test

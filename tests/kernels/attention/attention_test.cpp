@@ -20,7 +20,7 @@
 #include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/ms_attention/reference.h"
 
-namespace xtrain::kernels::attention {
+namespace xtrain::kernels::attention::attention_test {
 namespace {
 
 using xtrain::testing::AttentionResult;
@@ -193,4 +193,4 @@ TEST(AttentionRegistry, BadCallsNameTheArgument) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels::attention
+}  // namespace xtrain::kernels::attention::attention_test

@@ -24,7 +24,7 @@
 #include "xtrain/kernels/ms_attention/reference_2d.h"
 #include "xtrain/kernels/ms_attention/windows.h"
 
-namespace xtrain::kernels::ms_attention {
+namespace xtrain::kernels::ms_attention::ms_attention_2d_cpu_test {
 namespace {
 
 using xtrain::testing::AttentionResult;
@@ -227,4 +227,4 @@ TEST(Ms2dFusedCpu, RegistryRoutesGridCalls) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels::ms_attention
+}  // namespace xtrain::kernels::ms_attention::ms_attention_2d_cpu_test

@@ -17,7 +17,7 @@
 #include "xtrain/kernels/ms_attention/ms_rules_2d.h"
 #include "xtrain/kernels/ms_attention/reference_2d.h"
 
-namespace xtrain::kernels::ms_attention {
+namespace xtrain::kernels::ms_attention::ms_attention_2d_test {
 namespace {
 
 using xtrain::testing::AttentionResult;
@@ -139,4 +139,4 @@ TEST(MsReference2d, WrongTokenCountNamesTheGrid) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels::ms_attention
+}  // namespace xtrain::kernels::ms_attention::ms_attention_2d_test

@@ -23,7 +23,7 @@
 #include "xtrain/kernels/ms_attention/reference.h"
 #include "xtrain/kernels/ms_attention/windows.h"
 
-namespace xtrain::kernels::ms_attention {
+namespace xtrain::kernels::ms_attention::ms_attention_test {
 namespace {
 
 using xtrain::testing::AttentionResult;
@@ -347,4 +347,4 @@ TEST(MsFusedCpu, BadArgumentsNameTheArgument) {
 }
 
 }  // namespace
-}  // namespace xtrain::kernels::ms_attention
+}  // namespace xtrain::kernels::ms_attention::ms_attention_test

@@ -10,7 +10,7 @@
 #include "xtrain/base/error.h"
 #include "xtrain/monitor/plot/plot.h"
 
-namespace xtrain::monitor {
+namespace xtrain::monitor::plot_test {
 namespace {
 
 std::string color_arg(Rgb c) { return std::to_string(c.r) + "," + std::to_string(c.g) + "," + std::to_string(c.b); }
@@ -105,4 +105,4 @@ TEST(Plot, UnwritablePathIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace xtrain::monitor
+}  // namespace xtrain::monitor::plot_test
