@@ -31,7 +31,7 @@ import time
 import urllib.request
 
 SUBCOMMANDS = ["train", "eval", "generate", "ckpt", "config", "dashboard", "tune", "compress", "export", "launch",
-               "data", "serve", "plan"]
+               "data", "serve", "plan", "federated"]
 
 # Normalised command (tokens joined by one space) -> why it cannot run here.
 SKIP = {
