@@ -1,6 +1,7 @@
 // Multi-scale attention on CUDA (see ms_attention_kernel.cuh): pooling and un-pooling one level per
-// launch (element-parallel), forward and backward one warp per query. Each lane holds HS/32 of the
-// query's elements; a key row costs one warp reduction (two in backward). The key ranges come from
+// launch (element-parallel), forward and backward one warp per query (the per-query bodies are
+// ms_attention_warp.cuh's, shared with the 2-D kernel). Each lane holds HS/32 of the query's
+// elements; a key row costs one warp reduction (two in backward). The key ranges come from
 // ms_rules.h and the dropout mask from dropout_hash.h: the CPU kernel's exactly.
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_kernel.cuh"
 
@@ -10,34 +11,13 @@
 #include <cmath>
 
 #include "xtrain/kernels/attention/dropout_hash.h"
+#include "xtrain/kernels/ms_attention/cuda/ms_attention_warp.cuh"
 #include "xtrain/kernels/ms_attention/ms_rules.h"
 #include "xtrain/kernels/ms_attention/windows.h"
 
 namespace xtrain::kernels::ms_attention::cuda {
 
 namespace {
-
-constexpr int kWarp = 32;
-constexpr int kPerLane = kMaxHeadSize / kWarp;
-constexpr int kWarpsPerBlock = 4;
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 __device__ __forceinline__ int64_t window_of(const Problem& p, int64_t h) {
   return p.windows[group_of_head(h, p.NH, p.num_windows)];  // windows.h: array_split groups
@@ -114,47 +94,9 @@ __global__ void unpool_level_kernel(Problem p, int l, int levels, int64_t rows, 
 template <typename T>
 __global__ void forward_kernel(Problem p, const T* __restrict__ q, Strides sq, const float* __restrict__ kpool,
                                const float* __restrict__ vpool, int64_t rows, T* __restrict__ out, float* lse) {
-  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (warp >= p.B * p.NH * p.T) return;
-  const int64_t bh = warp / p.T, i = warp % p.T, b = bh / p.NH, h = bh % p.NH;
-  const float scale = rsqrtf(static_cast<float>(p.HS));
-  float qv[kPerLane], acc[kPerLane];
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t) {
-    const int64_t e = lane + kWarp * t;
-    qv[t] = e < p.HS ? to_float(q[b * sq.sb + h * sq.sh + i * sq.st + e]) * scale : 0.f;
-    acc[t] = 0.f;
-  }
-  const float* K = kpool + bh * rows * p.HS;
-  const float* V = vpool + bh * rows * p.HS;
-  float m = -INFINITY, l = 0.f;
-  for_each_row(p, h, i, [&](int64_t row, float bias) {
-    float part = 0.f;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int64_t e = lane + kWarp * t;
-      if (e < p.HS) part += qv[t] * K[row * p.HS + e];
-    }
-    const float s = warp_sum(part) + bias;
-    const float mnew = fmaxf(m, s);
-    const float alpha = expf(m - mnew), pe = expf(s - mnew);
-    l = l * alpha + pe;
-    const float pz = pe * dropout_factor(p, static_cast<uint64_t>(bh), i, row);
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int64_t e = lane + kWarp * t;
-      acc[t] = acc[t] * alpha + (e < p.HS ? pz * V[row * p.HS + e] : 0.f);
-    }
-    m = mnew;
-  });
-  T* o = out + ((b * p.T + i) * p.NH + h) * p.HS;
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t) {
-    const int64_t e = lane + kWarp * t;
-    if (e < p.HS) o[e] = from_float<T>(acc[t] / l);
-  }
-  if (lane == 0) lse[bh * p.T + i] = m + logf(l);
+  forward_query(
+      p, q, sq, kpool, vpool, rows, out, lse, [&](int64_t h, int64_t i, auto&& f) { for_each_row(p, h, i, f); },
+      [&](uint64_t bh, int64_t i, int64_t row) { return dropout_factor(p, bh, i, row); });
 }
 
 template <typename T>
@@ -162,66 +104,10 @@ __global__ void backward_kernel(Problem p, const T* __restrict__ q, Strides sq, 
                                 const T* __restrict__ out, const float* __restrict__ kpool,
                                 const float* __restrict__ vpool, const float* __restrict__ lse, int64_t rows,
                                 T* __restrict__ dq, float* dkpool, float* dvpool) {
-  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (warp >= p.B * p.NH * p.T) return;
-  const int64_t bh = warp / p.T, i = warp % p.T, b = bh / p.NH, h = bh % p.NH;
-  const float scale = rsqrtf(static_cast<float>(p.HS));
-  const T* o = out + ((b * p.T + i) * p.NH + h) * p.HS;
-  float qv[kPerLane], dov[kPerLane], dqa[kPerLane], dot_o = 0.f;
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t) {
-    const int64_t e = lane + kWarp * t;
-    const bool in = e < p.HS;
-    qv[t] = in ? to_float(q[b * sq.sb + h * sq.sh + i * sq.st + e]) * scale : 0.f;
-    dov[t] = in ? to_float(dout[b * sd.sb + h * sd.sh + i * sd.st + e]) : 0.f;
-    dot_o += in ? dov[t] * to_float(o[e]) : 0.f;
-    dqa[t] = 0.f;
-  }
-  const float delta = warp_sum(dot_o), L = lse[bh * p.T + i];
-  const float* K = kpool + bh * rows * p.HS;
-  const float* V = vpool + bh * rows * p.HS;
-  float* dK = dkpool + bh * rows * p.HS;
-  float* dV = dvpool + bh * rows * p.HS;
-  for_each_row(p, h, i, [&](int64_t row, float bias) {
-    float s_part = 0.f, dp_part = 0.f;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int64_t e = lane + kWarp * t;
-      if (e < p.HS) {
-        s_part += qv[t] * K[row * p.HS + e];
-        dp_part += dov[t] * V[row * p.HS + e];
-      }
-    }
-    const float pe = expf(warp_sum(s_part) + bias - L);
-    const float z = dropout_factor(p, static_cast<uint64_t>(bh), i, row);
-    const float ds = pe * (z * warp_sum(dp_part) - delta);
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int64_t e = lane + kWarp * t;
-      if (e < p.HS) {
-        dqa[t] += ds * K[row * p.HS + e];
-        atomicAdd(dK + row * p.HS + e, ds * qv[t]);
-        atomicAdd(dV + row * p.HS + e, pe * z * dov[t]);
-      }
-    }
-  });
-  T* g = dq + ((b * p.T + i) * p.NH + h) * p.HS;
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t) {
-    const int64_t e = lane + kWarp * t;
-    if (e < p.HS) g[e] = from_float<T>(dqa[t] * scale);
-  }
-}
-
-int grid_for(int64_t work, int threads) {
-  const int64_t blocks = (work + threads - 1) / threads;
-  return static_cast<int>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
-}
-
-int warp_grid(const Problem& p) {
-  const int64_t warps = p.B * p.NH * p.T;
-  return static_cast<int>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  backward_query(
+      p, q, sq, dout, sd, out, kpool, vpool, lse, rows, dq, dkpool, dvpool,
+      [&](int64_t h, int64_t i, auto&& f) { for_each_row(p, h, i, f); },
+      [&](uint64_t bh, int64_t i, int64_t row) { return dropout_factor(p, bh, i, row); });
 }
 
 template <typename T>

@@ -1,0 +1,164 @@
+// The per-query warp bodies the 1-D and 2-D multi-scale attention kernels share (one warp per
+// query, each lane holding HS/32 of its elements): the forward's online softmax over the key rows
+// the query sees, and the backward's dq with fp32 atomics into dK/dV. The two kernels differ only in
+// the problem type, which key rows a query visits (with their log-size bias) and the dropout mask's
+// query index, so those come in as callables; the arithmetic, and its order, exists once here.
+// Device code for the .cu files only (no torch headers, STYLE.md rule 7).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "xtrain/kernels/ms_attention/cuda/ms_attention_kernel.cuh"
+
+namespace xtrain::kernels::ms_attention::cuda {
+
+constexpr int kWarp = 32;
+constexpr int kPerLane = kMaxHeadSize / kWarp;
+constexpr int kWarpsPerBlock = 4;
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Blocks of `threads` for an element-parallel loop over `work` items (grid-stride beyond the cap).
+inline int grid_for(int64_t work, int threads) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<int>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
+}
+
+// Blocks of kWarpsPerBlock warps for one warp per query (B·NH·T of them).
+template <class P>
+int warp_grid(const P& p) {
+  return static_cast<int>((p.B * p.NH * p.T + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+// The forward of this warp's query (b, h, i): q [B, NH, T, HS] strided, key/value rows
+// [B·NH, rows, HS] fp32, out [B, T, NH, HS], lse [B·NH, T]. for_rows(h, i, f) calls f(row, bias)
+// for every key row the query sees, in the kernel's order; drop(bh, i, row) is the dropout factor.
+template <typename T, class P, class Rows, class Drop>
+__device__ __forceinline__ void forward_query(const P& p, const T* __restrict__ q, Strides sq,
+                                              const float* __restrict__ krows, const float* __restrict__ vrows,
+                                              int64_t rows, T* __restrict__ out, float* lse, Rows&& for_rows,
+                                              Drop&& drop) {
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= p.B * p.NH * p.T) return;
+  const int64_t bh = warp / p.T, i = warp % p.T, b = bh / p.NH, h = bh % p.NH;
+  const float scale = rsqrtf(static_cast<float>(p.HS));
+  float qv[kPerLane], acc[kPerLane];
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    qv[t] = e < p.HS ? to_float(q[b * sq.sb + h * sq.sh + i * sq.st + e]) * scale : 0.f;
+    acc[t] = 0.f;
+  }
+  const float* K = krows + bh * rows * p.HS;
+  const float* V = vrows + bh * rows * p.HS;
+  float m = -INFINITY, l = 0.f;
+  for_rows(h, i, [&](int64_t row, float bias) {
+    float part = 0.f;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      if (e < p.HS) part += qv[t] * K[row * p.HS + e];
+    }
+    const float s = warp_sum(part) + bias;
+    const float mnew = fmaxf(m, s);
+    const float alpha = expf(m - mnew), pe = expf(s - mnew);
+    l = l * alpha + pe;
+    const float pz = pe * drop(static_cast<uint64_t>(bh), i, row);
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      acc[t] = acc[t] * alpha + (e < p.HS ? pz * V[row * p.HS + e] : 0.f);
+    }
+    m = mnew;
+  });
+  T* o = out + ((b * p.T + i) * p.NH + h) * p.HS;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    if (e < p.HS) o[e] = from_float<T>(acc[t] / l);
+  }
+  if (lane == 0) lse[bh * p.T + i] = m + logf(l);
+}
+
+// The backward of this warp's query: dq written ([B, T, NH, HS]); dK, dV rows [B·NH, rows, HS]
+// accumulated with atomics. dout strided like q; out and lse are the forward's. for_rows and drop
+// as in forward_query.
+template <typename T, class P, class Rows, class Drop>
+__device__ __forceinline__ void backward_query(const P& p, const T* __restrict__ q, Strides sq,
+                                               const T* __restrict__ dout, Strides sd, const T* __restrict__ out,
+                                               const float* __restrict__ krows, const float* __restrict__ vrows,
+                                               const float* __restrict__ lse, int64_t rows, T* __restrict__ dq,
+                                               float* dkrows, float* dvrows, Rows&& for_rows, Drop&& drop) {
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= p.B * p.NH * p.T) return;
+  const int64_t bh = warp / p.T, i = warp % p.T, b = bh / p.NH, h = bh % p.NH;
+  const float scale = rsqrtf(static_cast<float>(p.HS));
+  const T* o = out + ((b * p.T + i) * p.NH + h) * p.HS;
+  float qv[kPerLane], dov[kPerLane], dqa[kPerLane], dot_o = 0.f;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    const bool in = e < p.HS;
+    qv[t] = in ? to_float(q[b * sq.sb + h * sq.sh + i * sq.st + e]) * scale : 0.f;
+    dov[t] = in ? to_float(dout[b * sd.sb + h * sd.sh + i * sd.st + e]) : 0.f;
+    dot_o += in ? dov[t] * to_float(o[e]) : 0.f;
+    dqa[t] = 0.f;
+  }
+  const float delta = warp_sum(dot_o), L = lse[bh * p.T + i];
+  const float* K = krows + bh * rows * p.HS;
+  const float* V = vrows + bh * rows * p.HS;
+  float* dK = dkrows + bh * rows * p.HS;
+  float* dV = dvrows + bh * rows * p.HS;
+  for_rows(h, i, [&](int64_t row, float bias) {
+    float s_part = 0.f, dp_part = 0.f;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      if (e < p.HS) {
+        s_part += qv[t] * K[row * p.HS + e];
+        dp_part += dov[t] * V[row * p.HS + e];
+      }
+    }
+    const float pe = expf(warp_sum(s_part) + bias - L);
+    const float z = drop(static_cast<uint64_t>(bh), i, row);
+    const float ds = pe * (z * warp_sum(dp_part) - delta);
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int64_t e = lane + kWarp * t;
+      if (e < p.HS) {
+        dqa[t] += ds * K[row * p.HS + e];
+        atomicAdd(dK + row * p.HS + e, ds * qv[t]);
+        atomicAdd(dV + row * p.HS + e, pe * z * dov[t]);
+      }
+    }
+  });
+  T* g = dq + ((b * p.T + i) * p.NH + h) * p.HS;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) {
+    const int64_t e = lane + kWarp * t;
+    if (e < p.HS) g[e] = from_float<T>(dqa[t] * scale);
+  }
+}
+
+}  // namespace xtrain::kernels::ms_attention::cuda
