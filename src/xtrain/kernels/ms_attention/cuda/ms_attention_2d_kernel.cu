@@ -9,7 +9,6 @@
 
 #include <cmath>
 
-#include "xtrain/kernels/attention/dropout_hash.h"
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_warp.cuh"
 #include "xtrain/kernels/ms_attention/ms_rules_2d.h"
 #include "xtrain/kernels/ms_attention/windows.h"
@@ -52,20 +51,7 @@ __device__ __forceinline__ void for_each_row_2d(const Problem2d& p, int64_t h, i
 __device__ __forceinline__ float dropout_factor(const Problem2d& p, uint64_t stream, int64_t t, int64_t row) {
   if (p.dropout <= 0) return 1.f;
   const int64_t query = strip_position_2d(t, p.gh, p.gw, p.cls ? 1 : 0, p.strip_width);
-  const bool keep = attention::dropout_keep(p.seed, stream, static_cast<uint64_t>(query), static_cast<uint64_t>(row),
-                                            attention::dropout_threshold(p.dropout));
-  return keep ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 0.f;
-}
-
-template <typename T>
-__global__ void copy_tokens_kernel(Problem2d p, const T* __restrict__ x, Strides s, int64_t rows, float* out) {
-  const int64_t total = p.B * p.NH * p.T * p.HS;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t e = idx % p.HS, t = (idx / p.HS) % p.T, bh = idx / (p.HS * p.T);
-    const int64_t b = bh / p.NH, h = bh % p.NH;
-    out[(bh * rows + t) * p.HS + e] = to_float(x[b * s.sb + h * s.sh + t * s.st + e]);
-  }
+  return dropout_keep_factor(p.dropout, p.seed, stream, query, row);
 }
 
 // Level l >= 1 from level l-1: the size-weighted mean of the (up to four) children.
@@ -143,14 +129,6 @@ cudaError_t pool_typed(const Problem2d& p, const T* x, Strides s, float* rows, c
 }
 
 template <typename T>
-cudaError_t forward_typed(const Problem2d& p, const T* q, Strides sq, const float* krows, const float* vrows, T* out,
-                          float* lse, cudaStream_t stream) {
-  forward_2d_kernel<T><<<warp_grid(p), kWarpsPerBlock * kWarp, 0, stream>>>(p, q, sq, krows, vrows, key_rows_2d(p),
-                                                                            out, lse);
-  return cudaGetLastError();
-}
-
-template <typename T>
 cudaError_t backward_typed(const Problem2d& p, const T* q, Strides sq, const T* dout, Strides sd, const T* out,
                            const float* krows, const float* vrows, const float* lse, T* dq, float* dkrows,
                            float* dvrows, cudaStream_t stream) {
@@ -176,49 +154,32 @@ int64_t key_rows_2d(const Problem2d& p) { return (p.cls ? 1 : 0) + total_blocks_
 cudaError_t launch_pool_2d(const Problem2d& p, const void* x, Dtype dtype, Strides s, float* rows,
                            cudaStream_t stream) {
   if (!valid(p)) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case Dtype::kFloat32: return pool_typed(p, static_cast<const float*>(x), s, rows, stream);
-    case Dtype::kBFloat16: return pool_typed(p, static_cast<const __nv_bfloat16*>(x), s, rows, stream);
-    case Dtype::kFloat16: return pool_typed(p, static_cast<const __half*>(x), s, rows, stream);
-  }
-  return cudaErrorInvalidValue;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return pool_typed(p, static_cast<const T*>(x), s, rows, stream);
+  });
 }
 
 cudaError_t launch_forward_2d(const Problem2d& p, const void* q, Strides sq, Dtype dtype, const float* krows,
                               const float* vrows, void* out, float* lse, cudaStream_t stream) {
   if (!valid(p)) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case Dtype::kFloat32:
-      return forward_typed(p, static_cast<const float*>(q), sq, krows, vrows, static_cast<float*>(out), lse, stream);
-    case Dtype::kBFloat16:
-      return forward_typed(p, static_cast<const __nv_bfloat16*>(q), sq, krows, vrows,
-                           static_cast<__nv_bfloat16*>(out), lse, stream);
-    case Dtype::kFloat16:
-      return forward_typed(p, static_cast<const __half*>(q), sq, krows, vrows, static_cast<__half*>(out), lse,
-                           stream);
-  }
-  return cudaErrorInvalidValue;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    forward_2d_kernel<T><<<warp_grid(p), kWarpsPerBlock * kWarp, 0, stream>>>(
+        p, static_cast<const T*>(q), sq, krows, vrows, key_rows_2d(p), static_cast<T*>(out), lse);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t launch_backward_2d(const Problem2d& p, const void* q, Strides sq, const void* dout, Strides sd,
                                const void* out, Dtype dtype, const float* krows, const float* vrows, const float* lse,
                                void* dq, float* dkrows, float* dvrows, cudaStream_t stream) {
   if (!valid(p)) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case Dtype::kFloat32:
-      return backward_typed(p, static_cast<const float*>(q), sq, static_cast<const float*>(dout), sd,
-                            static_cast<const float*>(out), krows, vrows, lse, static_cast<float*>(dq), dkrows,
-                            dvrows, stream);
-    case Dtype::kBFloat16:
-      return backward_typed(p, static_cast<const __nv_bfloat16*>(q), sq, static_cast<const __nv_bfloat16*>(dout), sd,
-                            static_cast<const __nv_bfloat16*>(out), krows, vrows, lse,
-                            static_cast<__nv_bfloat16*>(dq), dkrows, dvrows, stream);
-    case Dtype::kFloat16:
-      return backward_typed(p, static_cast<const __half*>(q), sq, static_cast<const __half*>(dout), sd,
-                            static_cast<const __half*>(out), krows, vrows, lse, static_cast<__half*>(dq), dkrows,
-                            dvrows, stream);
-  }
-  return cudaErrorInvalidValue;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return backward_typed(p, static_cast<const T*>(q), sq, static_cast<const T*>(dout), sd, static_cast<const T*>(out),
+                          krows, vrows, lse, static_cast<T*>(dq), dkrows, dvrows, stream);
+  });
 }
 
 }  // namespace xtrain::kernels::ms_attention::cuda

@@ -10,7 +10,6 @@
 
 #include <cmath>
 
-#include "xtrain/kernels/attention/dropout_hash.h"
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_warp.cuh"
 #include "xtrain/kernels/ms_attention/ms_rules.h"
 #include "xtrain/kernels/ms_attention/windows.h"
@@ -40,20 +39,7 @@ __device__ __forceinline__ void for_each_row(const Problem& p, int64_t h, int64_
 // The factor a kept weight is multiplied by (0 when dropped, 1 without dropout).
 __device__ __forceinline__ float dropout_factor(const Problem& p, uint64_t stream, int64_t i, int64_t row) {
   if (p.dropout <= 0) return 1.f;
-  const bool keep = attention::dropout_keep(p.seed, stream, static_cast<uint64_t>(i), static_cast<uint64_t>(row),
-                                            attention::dropout_threshold(p.dropout));
-  return keep ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 0.f;
-}
-
-template <typename T>
-__global__ void pool_level0_kernel(Problem p, const T* __restrict__ x, Strides s, int64_t rows, float* pooled) {
-  const int64_t total = p.B * p.NH * p.T * p.HS;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t e = idx % p.HS, t = (idx / p.HS) % p.T, bh = idx / (p.HS * p.T);
-    const int64_t b = bh / p.NH, h = bh % p.NH;
-    pooled[(bh * rows + t) * p.HS + e] = to_float(x[b * s.sb + h * s.sh + t * s.st + e]);
-  }
+  return dropout_keep_factor(p.dropout, p.seed, stream, i, row);
 }
 
 // Level l from level l-1: the size-weighted mean of the two children (or the lone last one).
@@ -114,7 +100,7 @@ template <typename T>
 cudaError_t pool_typed(const Problem& p, const T* x, Strides s, float* pooled, cudaStream_t stream) {
   const int64_t rows = total_rows(p.T);
   constexpr int kThreads = 256;
-  pool_level0_kernel<T><<<grid_for(p.B * p.NH * p.T * p.HS, kThreads), kThreads, 0, stream>>>(p, x, s, rows, pooled);
+  copy_tokens_kernel<T><<<grid_for(p.B * p.NH * p.T * p.HS, kThreads), kThreads, 0, stream>>>(p, x, s, rows, pooled);
   cudaError_t err = cudaGetLastError();
   for (int l = 1; l < num_levels(p.T) && err == cudaSuccess; ++l) {
     pool_level_kernel<<<grid_for(p.B * p.NH * level_rows(p.T, l) * p.HS, kThreads), kThreads, 0, stream>>>(
@@ -133,34 +119,21 @@ bool valid(const Problem& p) {
 
 cudaError_t launch_pool(const Problem& p, const void* x, Dtype dtype, Strides s, float* pooled, cudaStream_t stream) {
   if (!valid(p)) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case Dtype::kFloat32: return pool_typed(p, static_cast<const float*>(x), s, pooled, stream);
-    case Dtype::kBFloat16: return pool_typed(p, static_cast<const __nv_bfloat16*>(x), s, pooled, stream);
-    case Dtype::kFloat16: return pool_typed(p, static_cast<const __half*>(x), s, pooled, stream);
-  }
-  return cudaErrorInvalidValue;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return pool_typed(p, static_cast<const T*>(x), s, pooled, stream);
+  });
 }
 
 cudaError_t launch_forward(const Problem& p, const void* q, Strides sq, Dtype dtype, const float* kpool,
                            const float* vpool, void* out, float* lse, cudaStream_t stream) {
   if (!valid(p)) return cudaErrorInvalidValue;
-  const int64_t rows = total_rows(p.T);
-  const int threads = kWarpsPerBlock * kWarp;
-  switch (dtype) {
-    case Dtype::kFloat32:
-      forward_kernel<float><<<warp_grid(p), threads, 0, stream>>>(p, static_cast<const float*>(q), sq, kpool, vpool,
-                                                                  rows, static_cast<float*>(out), lse);
-      break;
-    case Dtype::kBFloat16:
-      forward_kernel<__nv_bfloat16><<<warp_grid(p), threads, 0, stream>>>(
-          p, static_cast<const __nv_bfloat16*>(q), sq, kpool, vpool, rows, static_cast<__nv_bfloat16*>(out), lse);
-      break;
-    case Dtype::kFloat16:
-      forward_kernel<__half><<<warp_grid(p), threads, 0, stream>>>(p, static_cast<const __half*>(q), sq, kpool, vpool,
-                                                                   rows, static_cast<__half*>(out), lse);
-      break;
-  }
-  return cudaGetLastError();
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    forward_kernel<T><<<warp_grid(p), kWarpsPerBlock * kWarp, 0, stream>>>(
+        p, static_cast<const T*>(q), sq, kpool, vpool, total_rows(p.T), static_cast<T*>(out), lse);
+    return cudaGetLastError();
+  });
 }
 
 template <typename T>
@@ -188,21 +161,11 @@ cudaError_t launch_backward(const Problem& p, const void* q, Strides sq, const v
                             const void* out, Dtype dtype, const float* kpool, const float* vpool, const float* lse,
                             void* dq, float* dkpool, float* dvpool, cudaStream_t stream) {
   if (!valid(p)) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case Dtype::kFloat32:
-      return backward_typed(p, static_cast<const float*>(q), sq, static_cast<const float*>(dout), sd,
-                            static_cast<const float*>(out), kpool, vpool, lse, static_cast<float*>(dq), dkpool,
-                            dvpool, stream);
-    case Dtype::kBFloat16:
-      return backward_typed(p, static_cast<const __nv_bfloat16*>(q), sq, static_cast<const __nv_bfloat16*>(dout), sd,
-                            static_cast<const __nv_bfloat16*>(out), kpool, vpool, lse,
-                            static_cast<__nv_bfloat16*>(dq), dkpool, dvpool, stream);
-    case Dtype::kFloat16:
-      return backward_typed(p, static_cast<const __half*>(q), sq, static_cast<const __half*>(dout), sd,
-                            static_cast<const __half*>(out), kpool, vpool, lse, static_cast<__half*>(dq), dkpool,
-                            dvpool, stream);
-  }
-  return cudaErrorInvalidValue;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return backward_typed(p, static_cast<const T*>(q), sq, static_cast<const T*>(dout), sd, static_cast<const T*>(out),
+                          kpool, vpool, lse, static_cast<T*>(dq), dkpool, dvpool, stream);
+  });
 }
 
 }  // namespace xtrain::kernels::ms_attention::cuda

@@ -1,9 +1,9 @@
-// The per-query warp bodies the 1-D and 2-D multi-scale attention kernels share (one warp per
-// query, each lane holding HS/32 of its elements): the forward's online softmax over the key rows
-// the query sees, and the backward's dq with fp32 atomics into dK/dV. The two kernels differ only in
-// the problem type, which key rows a query visits (with their log-size bias) and the dropout mask's
-// query index, so those come in as callables; the arithmetic, and its order, exists once here.
-// Device code for the .cu files only (no torch headers, STYLE.md rule 7).
+// What the 1-D and 2-D multi-scale attention kernels share; above all the per-query warp bodies
+// (one warp per query, each lane holding HS/32 of its elements): the forward's online softmax over
+// the key rows the query sees, and the backward's dq with fp32 atomics into dK/dV. The two kernels
+// differ only in the problem type, which key rows a query visits (with their log-size bias) and the
+// dropout mask's query index, so those come in as callables; the arithmetic, and its order, exists
+// once here. For the .cu files only (no torch headers, STYLE.md rule 7).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "xtrain/kernels/attention/dropout_hash.h"
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_kernel.cuh"
 
 namespace xtrain::kernels::ms_attention::cuda {
@@ -37,6 +38,28 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
+// The factor a kept weight is multiplied by when dropout is on (0 when dropped): the CPU kernels'
+// mask (dropout_hash.h) at (query, key row) of head `stream`.
+__device__ __forceinline__ float dropout_keep_factor(double dropout, uint64_t seed, uint64_t stream, int64_t query,
+                                                     int64_t row) {
+  const bool keep = attention::dropout_keep(seed, stream, static_cast<uint64_t>(query), static_cast<uint64_t>(row),
+                                            attention::dropout_threshold(dropout));
+  return keep ? static_cast<float>(1.0 / (1.0 - dropout)) : 0.f;
+}
+
+// x (T, strided [B, NH, T, HS]) into rows 0..T-1 of each head of out [B·NH, rows, HS] fp32: the
+// 1-D kernel's level 0, the 2-D kernel's tokens. P is Problem or Problem2d.
+template <typename T, class P>
+__global__ void copy_tokens_kernel(P p, const T* __restrict__ x, Strides s, int64_t rows, float* out) {
+  const int64_t total = p.B * p.NH * p.T * p.HS;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = idx % p.HS, t = (idx / p.HS) % p.T, bh = idx / (p.HS * p.T);
+    const int64_t b = bh / p.NH, h = bh % p.NH;
+    out[(bh * rows + t) * p.HS + e] = to_float(x[b * s.sb + h * s.sh + t * s.st + e]);
+  }
+}
+
 // Blocks of `threads` for an element-parallel loop over `work` items (grid-stride beyond the cap).
 inline int grid_for(int64_t work, int threads) {
   const int64_t blocks = (work + threads - 1) / threads;
@@ -47,6 +70,17 @@ inline int grid_for(int64_t work, int threads) {
 template <class P>
 int warp_grid(const P& p) {
   return static_cast<int>((p.B * p.NH * p.T + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+// f(T{}) for the element type T of dtype, returning what f returns; an unknown dtype is invalid.
+template <class F>
+cudaError_t dispatch_dtype(Dtype dtype, F&& f) {
+  switch (dtype) {
+    case Dtype::kFloat32: return f(float{});
+    case Dtype::kBFloat16: return f(__nv_bfloat16{});
+    case Dtype::kFloat16: return f(__half{});
+  }
+  return cudaErrorInvalidValue;
 }
 
 // The forward of this warp's query (b, h, i): q [B, NH, T, HS] strided, key/value rows
