@@ -15,6 +15,7 @@
 
 #include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/ms_attention/reference.h"
+#include "xtrain/kernels/ms_attention/reference_2d.h"
 #include "xtrain/models/gpt.h"
 #include "xtrain/monitor/flops.h"
 #include "xtrain/monitor/flops_profiler.h"
@@ -160,6 +161,29 @@ TEST(FlopsProfilerGpt, MultiscaleBidirectionalAndDenseKernelCalls) {
   kernels::attention::run_attention(q, k, v, /*causal=*/false, {}, 0.0);
   profiler.stop();
   EXPECT_DOUBLE_EQ(profiler.forward_flops(), 4.0 * B * NH * T * T * HS);
+}
+
+TEST(FlopsProfilerGpt, GridMultiscaleCountsItsKeys) {
+  // run_attention_2d on a 3x5 grid with a class token: 3 heads over windows [1, 2] (2 and 1 heads)
+  // counts 4·HS per (query, key) of the 2-D reference's mask; windows covering the grid, and dense,
+  // count the full T×T.
+  const int64_t B = 2, NH = 3, gh = 3, gw = 5, T = gh * gw + 1, HS = 8;
+  const auto root = std::make_shared<torch::nn::Module>();
+  const auto q = at::randn({B, NH, T, HS}), k = at::randn({B, NH, T, HS}), v = at::randn({B, NH, T, HS});
+  FlopsProfiler profiler(*root);
+  auto flops = [&](const std::vector<int64_t>& windows) {
+    profiler.reset();
+    profiler.start();
+    kernels::attention::run_attention_2d(q, k, v, windows, gh, gw, /*cls_token=*/true, 0.0);
+    profiler.stop();
+    return profiler.forward_flops();
+  };
+  const double keys_1 = kernels::ms_attention::visibility_mask_2d(gh, gw, 1, true).sum().item<double>();
+  const double keys_2 = kernels::ms_attention::visibility_mask_2d(gh, gw, 2, true).sum().item<double>();
+  EXPECT_LT(keys_1, double(T) * T);
+  EXPECT_DOUBLE_EQ(flops({1, 2}), double(B) * 4.0 * HS * (2 * keys_1 + keys_2));
+  EXPECT_DOUBLE_EQ(flops({10, 12}), 4.0 * B * NH * T * T * HS);
+  EXPECT_DOUBLE_EQ(flops({}), 4.0 * B * NH * T * T * HS);
 }
 
 }  // namespace

@@ -149,6 +149,12 @@ double matmul_flops(std::string_view op, c10::ArrayRef<const c10::IValue> in) {
   // xtrain's own kernels (kernels/gemm.cpp, kernels/attention/registry.cpp) record these, so the
   // GEMMs they run in oneDNN, and fused attention, are seen although no ATen op runs them.
   if (op == "xtrain::gemm") return 2.0 * matmul_macs(s(0), s(1));  // a [..., M, K], b [..., K, N]
+  // 2-D multi-scale (kernels/attention/registry.cpp): 4·HS per (query, key) pair, the pairs of one
+  // batch element over all heads recorded as the last input.
+  if (op == "xtrain::attention_2d" && in.size() > 7 && in[7].isInt()) {
+    const auto q = s(0);  // [B, NH, T, HS]
+    return q.size() == 4 ? 4.0 * static_cast<double>(q[0] * q[3]) * static_cast<double>(in[7].toInt()) : 0.0;
+  }
   const bool xtrain_attention = op == "xtrain::attention";
   if (xtrain_attention && in.size() > 4 && in[4].isIntList() && !in[4].toIntVector().empty()) {
     const auto q = s(0);  // [B, NH, T, HS]

@@ -9,7 +9,8 @@
 // one (after attn.qkv: attn). xtrain's GEMM and attention kernels run outside ATen's ops (oneDNN,
 // fused loops), so they record themselves: "xtrain::gemm" (a, b) and "xtrain::attention" (q, k,
 // v, causal, windows), dense attention counted over the full T×T, multi-scale over the pooled keys
-// each query sees. Reference:
+// each query sees; "xtrain::attention_2d" (q, k, v, windows, grid, class token, (query, key) pairs
+// per batch element) for the 2-D multi-scale attention. Reference:
 // DeepSpeed's FlopsProfiler (profile at `profile_step`, `module_depth`, `top_modules`, `detailed`).
 #pragma once
 #include <cstdint>

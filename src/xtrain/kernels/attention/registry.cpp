@@ -5,13 +5,16 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "xtrain/base/error.h"
 #include "xtrain/base/did_you_mean.h"
 #include "xtrain/kernels/attention/builtin_kernels.h"
+#include "xtrain/kernels/ms_attention/reference_2d.h"
 #include "xtrain/kernels/ms_attention/windows.h"
 
 namespace xtrain::kernels::attention {
@@ -220,6 +223,26 @@ at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
   return select(kernel, call)->impl(q, k, v, call);
 }
 
+namespace {
+
+// Sum over heads of the keys each query sees (2-D rule, docs/design/multiscale-attention-2d.md),
+// counted on the dense reference's visibility mask; cached per (grid, window, class token).
+int64_t key_visits_2d(int64_t NH, const std::vector<int64_t>& windows, int64_t gh, int64_t gw, bool cls) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, bool>, int64_t> cache;
+  int64_t total = 0;
+  for (int64_t h = 0; h < NH; ++h) {
+    const int64_t w = ms_attention::window_of_head(h, NH, windows);
+    std::lock_guard<std::mutex> lock(mu);
+    auto [it, fresh] = cache.try_emplace({gh, gw, w, cls}, 0);
+    if (fresh) it->second = ms_attention::visibility_mask_2d(gh, gw, w, cls).sum().item<int64_t>();
+    total += it->second;
+  }
+  return total;
+}
+
+}  // namespace
+
 at::Tensor run_attention_2d(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const std::vector<int64_t>& windows, int64_t grid_h, int64_t grid_w, bool cls_token,
                             double dropout, const std::string& kernel) {
@@ -236,9 +259,12 @@ at::Tensor run_attention_2d(const at::Tensor& q, const at::Tensor& k, const at::
     RECORD_FUNCTION("xtrain::attention", std::vector<c10::IValue>({q, k, v, false, c10::IValue(windows)}));
     return select(kernel, call)->impl(q, k, v, call);
   }
-  // A name of its own: the flops profiler's 1-D multi-scale count does not apply to a grid.
-  RECORD_FUNCTION("xtrain::attention_2d", std::vector<c10::IValue>({q, k, v, c10::IValue(windows), grid_h, grid_w,
-                                                                      cls_token}));
+  // A name of its own: the flops profiler's 1-D multi-scale count does not apply to a grid, so the
+  // record carries the (query, key) pairs of one batch element over all heads (built only when a
+  // profiler listens).
+  RECORD_FUNCTION("xtrain::attention_2d",
+                  std::vector<c10::IValue>({q, k, v, c10::IValue(windows), grid_h, grid_w, cls_token,
+                                            key_visits_2d(q.size(1), windows, grid_h, grid_w, cls_token)}));
   return select(kernel, call)->impl(q, k, v, call);
 }
 
