@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "support/errors.h"
 #include "support/paths.h"
 #include "xtrain/base/error.h"
 #include "xtrain/tune/sampler.h"
@@ -119,12 +120,7 @@ TEST(NasSpace, CanonicalJsonKeepsConditionsAndConstraints) {
 }
 
 std::string error_of(const std::string& text) {
-  try {
-    SearchSpace::parse(text, "space.json");
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
+  return xtrain::testing::usage_error([&] { SearchSpace::parse(text, "space.json"); });
 }
 
 TEST(NasSpace, BadConditionsAndConstraintsAreErrorsNamingThem) {

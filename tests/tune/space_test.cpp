@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "support/errors.h"
 #include "xtrain/base/error.h"
 
 namespace xtrain::tune::space_test {
@@ -34,12 +35,7 @@ void expect_same_params(const Params& a, const Params& b) {
 }
 
 std::string error_of(const std::string& text) {
-  try {
-    SearchSpace::parse(text, "space.json");
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
+  return xtrain::testing::usage_error([&] { SearchSpace::parse(text, "space.json"); });
 }
 
 TEST(SearchSpace, ParsesInFileOrderWithOneHotBlocks) {
