@@ -30,6 +30,20 @@ TEST(Factory, GptFlopsPerTokenIsPalms6NPlus12LTC) {
   EXPECT_DOUBLE_EQ(gpt_flops_per_token(o), 6 * N + 12.0 * 4 * 256 * 256);
 }
 
+TEST(Factory, GptFlopsPerTokenFollowsTheMlpRatio) {
+  // N from the built model itself: every parameter but the position embedding (tied head).
+  ModelOptions o;
+  o.layers = 2;
+  o.d_model = 64;
+  o.heads = 2;
+  o.seq_len = 32;
+  for (const int64_t ratio : {1, 2, 4}) {
+    o.args = {{"mlp_ratio", ratio}};
+    const double N = static_cast<double>(count_parameters(*build_model(o).module)) - 32.0 * 64;
+    EXPECT_DOUBLE_EQ(gpt_flops_per_token(o), 6 * N + 12.0 * 2 * 32 * 64) << "mlp_ratio " << ratio;
+  }
+}
+
 TEST(Factory, ForwardCallableRunsEachModel) {
   ModelOptions o;
   o.layers = 1;

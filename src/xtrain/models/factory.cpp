@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "xtrain/base/error.h"
+#include "xtrain/models/gpt.h"
 #include "xtrain/models/registry.h"
 
 namespace xtrain::models {
@@ -30,8 +31,9 @@ int64_t count_parameters(const torch::nn::Module& module) {
 double gpt_flops_per_token(const ModelOptions& o) {
   const double L = static_cast<double>(o.layers), C = static_cast<double>(o.d_model);
   const double T = static_cast<double>(o.seq_len), V = static_cast<double>(o.vocab);
-  // Per block: qkv 3C²+3C, proj C²+C, fc 4C²+4C, proj 4C²+C, two LayerNorms 4C.
-  const double N = L * (12 * C * C + 13 * C) + 2 * C /* ln_f */ + V * C /* LM head */;
+  const double r = static_cast<double>(gpt_mlp_ratio(o));
+  // Per block: qkv 3C²+3C, proj C²+C, fc rC²+rC, proj rC²+C, two LayerNorms 4C (r = 4: 12C²+13C).
+  const double N = L * ((4 + 2 * r) * C * C + (9 + r) * C) + 2 * C /* ln_f */ + V * C /* LM head */;
   return 6 * N + 12 * L * T * C;
 }
 

@@ -29,9 +29,15 @@ void check_options(const ModelOptions& o) {
   if (o.attention.type == "multiscale") kernels::ms_attention::check_windows(o.heads, o.attention.windows);
 }
 
-// xtrain.model.args.mlp_ratio (gpt's own setting, as vit's): the MLP's hidden width is ratio x C;
-// 4 (GPT-2) when unset. Other args keys are left to the variants that read them (gpt_classifier).
-int64_t mlp_ratio(const ModelOptions& o) {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+// gpt's own args key (as vit's); other args keys are left to the variants that read them
+// (gpt_classifier).
+int64_t gpt_mlp_ratio(const ModelOptions& o) {
   if (!o.args.is_object() || !o.args.contains("mlp_ratio")) return 4;
   const auto& v = o.args.at("mlp_ratio");
   XTRAIN_USAGE_CHECK(v.is_number_integer() && v.get<int64_t>() > 0,
@@ -40,19 +46,13 @@ int64_t mlp_ratio(const ModelOptions& o) {
   return v.get<int64_t>();
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 GPTImpl::GPTImpl(const ModelOptions& options) : options_(options) {
   check_options(options);
   const int64_t C = options.d_model;
   wte = register_module("wte", nn::Embedding(options.vocab, C));
   wpe = register_module("wpe", nn::Embedding(options.seq_len, C));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  const int64_t ratio = mlp_ratio(options);
+  const int64_t ratio = gpt_mlp_ratio(options);
   for (int64_t i = 0; i < options.layers; ++i) {
     nn::Block block(C, options.heads, options.seq_len, options.dropout, options.attention);
     if (ratio != 4) {  // nn::Mlp is C -> 4C -> C; its forward works for any hidden width

@@ -22,6 +22,10 @@ namespace xtrain::models {
 // UsageError unless idx is int64 [B, T] with T <= seq_len (the input of every GPT variant).
 void check_gpt_input(const at::Tensor& idx, int64_t seq_len);
 
+// xtrain.model.args.mlp_ratio: the MLP's hidden width over d_model; 4 (GPT-2) when unset.
+// UsageError unless a positive integer.
+int64_t gpt_mlp_ratio(const ModelOptions& options);
+
 // GPTImpl's forward in pieces over its modules, so a pipeline stage that owns only some of them
 // (gpt_pipeline.h) runs the same code. gpt_embed: check_gpt_input, wte(idx) + wpe(0..T-1), then
 // dropout when training -> [B, T, C]. gpt_head: lm_head(h), or h · wteᵀ when lm_head is null (tied).
