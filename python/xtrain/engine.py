@@ -3,7 +3,8 @@
 The module's forward runs in Python; `backward` and `step` run in C++: the engine holds the module's
 own parameter tensors (their storage and gradients live in its flat buffers), scales the loss by the
 accumulation steps, reduces gradients over the data-parallel ranks, clips, and steps the optimizer
-and schedule from the config at each accumulation boundary.
+and schedule from the config at each accumulation boundary. The module's CPU torch.nn.Linear layers
+run xtrain's GEMM kernels (inject.py) unless xtrain.python.kernel_inject is false.
 """
 import collections
 import io
@@ -15,6 +16,7 @@ import torch
 
 from . import _C
 from .errors import NotSupported
+from .inject import inject_kernels
 
 
 def _config_text(config):
@@ -159,6 +161,8 @@ class XtrainEngine(torch.nn.Module):
                 for b in model.buffers():
                     if b.is_floating_point():
                         b.data = b.data.to(self._dtype)
+        # After the dtype change (bf16 parameters qualify too), before ZeRO-3 wraps unit forwards.
+        self._injected = inject_kernels(model) if config.kernel_inject else []
         if config.zero_stage == 3:
             from .zero3 import attach_stage3
             attach_stage3(self)

@@ -4,10 +4,13 @@
 picks the highest-priority registered kernel that supports the call (the fused multi-scale CPU
 kernel for windowed attention on the CPU, for example); a name picks that kernel. Forward and
 backward both run in C++: the returned tensor's grad_fn is the kernel's C++ autograd node.
+
+`linear` is xtrain's routed GEMM (src/xtrain/kernels/linear.h), the kernel every Linear of xtrain's
+C++ models runs and xtrain.initialize injects into a module's torch.nn.Linear (xtrain/inject.py).
 """
 from . import _C
 
-__all__ = ["attention", "kernels", "kernel_for"]
+__all__ = ["attention", "kernels", "kernel_for", "linear"]
 
 
 def _windows(windows):
@@ -38,3 +41,12 @@ def kernel_for(q, kernel="auto", windows=None, causal=True, dropout=0.0):
 def kernels():
     """The registered attention kernels, highest priority first ("auto" picks among them)."""
     return list(_C.attention_kernels())
+
+
+def linear(x, weight, bias=None):
+    """torch.nn.functional.linear(x, weight, bias) through xtrain's GEMM: x [..., in], weight [out, in],
+    bias [out] or None -> [..., out]. On the CPU in fp32 or bf16 forward and backward (dX = dY W,
+    dW = dYᵀ X, db = Σ dY) run oneDNN or ATen, whichever xtrain measured faster for the dtype, in one
+    C++ autograd node; other dtypes and devices run at::linear. ValueError names bad shapes or dtypes.
+    """
+    return _C.linear(x, weight, bias)

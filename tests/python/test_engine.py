@@ -72,8 +72,14 @@ def test_matches_torch_adamw(kind):
     else:
         idx, tgt = gpt_data(20 * 2)
         batches = [(idx[2 * i:2 * i + 2], tgt[2 * i:2 * i + 2]) for i in range(20)]
-    engine, _, _, _ = xtrain.initialize(model=model, model_parameters=model.parameters(),
-                                        config=adamw_config(len(batches[0][0])))
+    # The engine's step against torch.optim.AdamW, bit for bit: the GPT runs PyTorch's own linear.
+    # With xtrain's GEMM injected the losses still agree to 1e-5, but the key third of qkv.bias (whose
+    # true gradient is zero, so AdamW steps it on rounding noise) differs by up to lr per step;
+    # test_kernel_inject.py compares the injected GPT with that in mind. The MLP runs injected.
+    cfg = adamw_config(len(batches[0][0]))
+    if kind == "gpt":
+        cfg["xtrain"] = {"python": {"kernel_inject": False}}
+    engine, _, _, _ = xtrain.initialize(model=model, model_parameters=model.parameters(), config=cfg)
     got = engine_loop(engine, batches)
     want = hand_loop(ref, batches)
     assert engine.global_steps == 20

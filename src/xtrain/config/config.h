@@ -8,6 +8,7 @@
 
 #include "xtrain/checkpoint/options.h"
 #include "xtrain/comm/options.h"
+#include "xtrain/config/python_options.h"
 #include "xtrain/data/options.h"
 #include "xtrain/engine/options.h"
 #include "xtrain/models/options.h"
@@ -51,6 +52,7 @@ struct Config {
   comm::CommOptions comm;
   monitor::MonitorOptions monitor;
   parallel::LocalSgdOptions local_sgd;
+  PythonOptions python;  // read by python/xtrain only
 
   // Filled by `load`: the data-parallel size the batch triple was resolved for.
   int64_t dp_world_size = 1;

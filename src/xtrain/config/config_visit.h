@@ -63,6 +63,7 @@ void Config::visit(V& v) {
     x("comm", comm, "collectives");
     x("monitor", monitor, "MFU peak, histograms, TensorBoard flushing");
     x("local_sgd", local_sgd, "local SGD / DiLoCo over the data-parallel group");
+    x("python", python, "the Python layer (import xtrain)");
   });
 }
 

@@ -264,6 +264,7 @@ void bind_config(py::module_& m) {
       .def_property_readonly("zero_stage", [](const config::Config& c) { return c.zero_optimization.stage; })
       .def_property_readonly("dp_world_size", [](const config::Config& c) { return c.dp_world_size; })
       .def_property_readonly("seed", [](const config::Config& c) { return c.trainer.seed; })
+      .def_property_readonly("kernel_inject", [](const config::Config& c) { return c.python.kernel_inject; })
       // Off for DeepSpeed's model_parameters=model.parameters(): every tensor decays, as torch.optim does.
       .def_property(
           "no_decay_for_bias_and_norm", [](const config::Config& c) { return c.optimizer.no_decay_for_bias_and_norm; },

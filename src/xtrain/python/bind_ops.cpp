@@ -1,6 +1,8 @@
-// xtrain._C's attention ops: the kernel registry (kernels/attention/registry.h) as three functions
-// behind python/xtrain/ops.py. Design choice: no Python autograd.Function — run_attention returns a
-// tensor whose grad_fn is the kernel's C++ autograd node, so backward runs in C++ from Python's
+// xtrain._C's ops behind python/xtrain/ops.py: the attention kernel registry
+// (kernels/attention/registry.h) as three functions, and kernels::linear (the routed GEMM every
+// Linear of xtrain's C++ models runs; xtrain.initialize injects it into a module's nn.Linear).
+// Design choice: no Python autograd.Function — run_attention and linear return a tensor whose
+// grad_fn is the kernel's C++ autograd node, so backward runs in C++ from Python's
 // autograd as from C++'s. Errors: a UsageError or c10::Error (bad shape, unknown kernel) becomes a
 // Python ValueError with the same text; the interpreter survives. Reference: PyTorch's C++
 // extension tutorial (an op whose backward is a C++ torch::autograd::Function).
@@ -8,12 +10,15 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <ATen/autocast_mode.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "xtrain/base/error.h"
 #include "xtrain/kernels/attention/registry.h"
+#include "xtrain/kernels/linear.h"
 #include "xtrain/python/bindings.h"
 
 namespace py = pybind11;
@@ -49,12 +54,37 @@ std::string kernel_for(const at::Tensor& q, bool causal, const std::vector<int64
   });
 }
 
+// y = x·weightᵀ + bias through kernels::linear. The checks torch.nn.functional.linear makes, as
+// ValueErrors naming the shapes; a dtype or device the routed GEMM lacks runs at::linear there.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias_in) {
+  const at::Tensor bias = bias_in.value_or(at::Tensor());
+  return value_errors([&] {
+    XTRAIN_USAGE_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1),
+                       "xtrain.ops.linear: input [..., in] and weight [out, in] must agree, got input ",
+                       x.sizes(), " and weight ", weight.sizes());
+    XTRAIN_USAGE_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
+                       "xtrain.ops.linear: bias must be [out] = [", weight.size(0), "], got ", bias.sizes());
+    // Under CPU autocast kernels::linear casts all three to the autocast dtype, as at::linear does.
+    const auto t = x.scalar_type();
+    const bool one_dtype = weight.scalar_type() == t && (!bias.defined() || bias.scalar_type() == t);
+    XTRAIN_USAGE_CHECK(one_dtype || at::autocast::is_cpu_enabled(),
+                       "xtrain.ops.linear: input, weight and bias must have one dtype, got input ", t, ", weight ",
+                       weight.scalar_type(), bias.defined() ? ", bias " + std::string(c10::toString(bias.scalar_type())) : "");
+    XTRAIN_USAGE_CHECK(x.device() == weight.device() && (!bias.defined() || bias.device() == x.device()),
+                       "xtrain.ops.linear: input, weight and bias must be on one device");
+    return kernels::linear(x, weight, bias);
+  });
+}
+
 }  // namespace
 
 void bind_ops(py::module_& m) {
   m.def("attention", &attention, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("windows"),
         py::arg("dropout"), py::arg("kernel"), py::call_guard<py::gil_scoped_release>(),
         "Attention through xtrain's kernel registry: q, k, v [B, NH, T, HS] -> [B, NH, T, HS], differentiable.");
+  m.def("linear", &linear, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),
+        py::call_guard<py::gil_scoped_release>(),
+        "y = x @ weight.T + bias through xtrain's routed GEMM (kernels/linear.h), differentiable in C++.");
   m.def("attention_kernel_for", &kernel_for, py::arg("q"), py::arg("causal"), py::arg("windows"), py::arg("dropout"),
         py::arg("kernel"), "The registered kernel a call with q's shape, dtype and device would run.");
   m.def("attention_kernels", &attn::attention_kernel_names, "Registered attention kernels, highest priority first.");
