@@ -1,6 +1,7 @@
 // The traced graph against the modules it was read from: run_graph in float equals each model's
 // own forward (GPT, ResNet-18 with BatchNorm in eval, MLP); the converted int8 executor equals a
-// float computation on the dequantised values (the QDQ reference the ONNX export writes); QAT's
+// float computation on the dequantised values (the QDQ reference the ONNX export writes); a ViT
+// (dense and multi-scale) traces, runs in float equal to its forward, and converts to int8; QAT's
 // fake-quantised forward reaches the module's parameters; an unknown layer is named.
 #include <ATen/Functions.h>
 #include <ATen/core/grad_mode.h>
@@ -71,6 +72,71 @@ TEST(Graph, FloatExecutionEqualsForwardForEachModel) {
     const auto x = at::randn({2, 1, 28, 28});
     expect_close(run_graph(trace(*m.module), x), m.forward(x), 1e-5, 1e-5, "resnet18 (eval BatchNorm)");
   }
+}
+
+models::Model small_vit(const std::string& pool, const std::vector<int64_t>& windows) {
+  models::ModelOptions o;
+  o.type = "vit", o.layers = 2, o.d_model = 32, o.heads = 4, o.num_classes = 10;
+  o.args = {{"patch", 4}, {"pool", pool}, {"image_size", 28}};  // a 7x7 grid
+  if (!windows.empty()) o.attention.type = "multiscale", o.attention.windows = windows;
+  at::manual_seed(4);
+  auto m = models::build_model(o);
+  at::NoGradGuard no_grad;
+  for (auto& p : m.module->named_parameters()) {  // position and class embeddings that matter
+    if (p.key() == "pos_embed" || p.key() == "cls_token") p.value().normal_(0.0, 0.5);
+  }
+  m.module->eval();
+  return m;
+}
+
+// The ViT: patchify, patch_embed (a Linear), class token + positions, blocks (GridAttention), pool,
+// head; run_graph equals the module's forward for dense + class token and multi-scale + mean/cls.
+TEST(Graph, VitFloatExecutionEqualsForward) {
+  at::NoGradGuard no_grad;
+  const auto x = at::randn({3, 1, 28, 28});
+  for (const auto& [pool, windows] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"cls", {}}, {"mean", {1, 3}}, {"cls", {2, 4}}}) {
+    auto m = small_vit(pool, windows);
+    const auto g = trace(*m.module);
+    const std::string what = "vit " + pool + (windows.empty() ? " dense" : " multi-scale");
+    EXPECT_EQ(g.model_type, "vit");
+    EXPECT_EQ(g.input_kind, "image");
+    EXPECT_EQ(g.sample_shape, (std::vector<int64_t>{1, 28, 28}));
+    ASSERT_GE(g.nodes.size(), 4u);
+    EXPECT_EQ(g.nodes[0].kind, OpKind::kPatchify);
+    EXPECT_EQ(g.nodes[1].name, "patch_embed");
+    EXPECT_EQ(g.nodes[2].kind, OpKind::kTokensPos);
+    int grid_attention = 0;
+    for (const auto& n : g.nodes) {
+      if (n.kind != OpKind::kGridAttention) continue;
+      ++grid_attention;
+      EXPECT_EQ(n.windows, windows);
+      EXPECT_EQ(n.grid_h, 7);
+      EXPECT_EQ(n.cls_token, pool == "cls");
+    }
+    EXPECT_EQ(grid_attention, 2) << what;
+    EXPECT_EQ(g.nodes[g.nodes.size() - 2].kind, OpKind::kPoolTokens);
+    expect_close(run_graph(g, x), m.forward(x), 1e-5, 1e-5, what);
+  }
+}
+
+// int8 on a ViT: its Linear layers quantise (the token ops run in float) and the result stays
+// close to fp32.
+TEST(Graph, VitConvertsToInt8) {
+  at::NoGradGuard no_grad;
+  auto m = small_vit("mean", {1, 3});
+  auto q = wrap(m, {});
+  at::manual_seed(9);
+  const auto calib = at::randn({8, 1, 28, 28});
+  calibrate(q, [&](int64_t i) { return calib.narrow(0, i * 4, 4); }, 2);
+  convert(q);
+  int quantised = 0;
+  for (size_t i = 0; i < q.graph->nodes.size(); ++i) quantised += q.plan->at(i).enabled ? 1 : 0;
+  EXPECT_EQ(quantised, 10);  // patch_embed, 2 x (qkv, proj, fc, proj), head
+  const auto fp32 = m.forward(calib), int8 = q.model.forward(calib);
+  const double rel = ((int8 - fp32).norm() / fp32.norm()).item<double>();
+  EXPECT_GT(rel, 0.0);
+  EXPECT_LT(rel, 0.1);
 }
 
 // The int8 executor on every quantised layer against the same graph run in float with each

@@ -27,6 +27,28 @@ at::Tensor attention(const Node& n, const at::Tensor& qkv) {
   return y.transpose(1, 2).reshape({B, T, C});
 }
 
+// GridAttention: the same kernel call as nn::GridAttention's forward (run_attention_2d, "auto").
+at::Tensor grid_attention(const Node& n, const at::Tensor& qkv) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, NH = n.heads, HS = C / NH;
+  const auto h = qkv.view({B, T, 3, NH, HS}).permute({2, 0, 3, 1, 4});
+  const auto y = kernels::attention::run_attention_2d(h.select(0, 0), h.select(0, 1), h.select(0, 2), n.windows,
+                                                      n.grid_h, n.grid_w, n.cls_token, 0.0, "auto");
+  return y.transpose(1, 2).reshape({B, T, C});
+}
+
+// [B, ch, gh·P, gw·P] -> [B, gh·gw, ch·P·P], as models::Vit's forward.
+at::Tensor patchify(const Node& n, const at::Tensor& x) {
+  const int64_t B = x.size(0), ch = x.size(1), P = n.patch, gh = n.grid_h, gw = n.grid_w;
+  TORCH_CHECK(x.dim() == 4 && x.size(2) == gh * P && x.size(3) == gw * P, "compress: '", n.name, "' expects images [B, ",
+              ch, ", ", gh * P, ", ", gw * P, "], got ", x.sizes());
+  return x.reshape({B, ch, gh, P, gw, P}).permute({0, 2, 4, 1, 3, 5}).reshape({B, gh * gw, ch * P * P});
+}
+
+at::Tensor tokens_pos(const Node& n, const at::Tensor& x) {
+  if (!n.aux.defined()) return x + n.weight;
+  return at::cat({n.aux.expand({x.size(0), 1, x.size(2)}), x}, 1) + n.weight;
+}
+
 at::Tensor conv_float(const Node& n, const at::Tensor& x, bool training) {
   auto y = at::conv2d(x, n.weight, n.bias, {n.stride[0], n.stride[1]}, {n.padding[0], n.padding[1]});
   if (n.bn_module) {
@@ -85,6 +107,10 @@ at::Tensor float_node(const Node& n, const std::vector<at::Tensor>& in, bool tra
     case OpKind::kMeanHW: return x.mean({2, 3});
     case OpKind::kFlatten: return x.reshape({x.size(0), -1});
     case OpKind::kDropout: return training ? at::dropout(x, n.p, true) : x;
+    case OpKind::kPatchify: return patchify(n, x);
+    case OpKind::kTokensPos: return tokens_pos(n, x);
+    case OpKind::kGridAttention: return grid_attention(n, x);
+    case OpKind::kPoolTokens: return n.cls_token ? x.select(1, 0) : x.mean(1);
   }
   TORCH_INTERNAL_ASSERT(false, "compress: unknown op");
 }

@@ -18,6 +18,10 @@ const char* op_name(OpKind kind) {
     case OpKind::kMeanHW: return "AdaptiveAvgPool2d";
     case OpKind::kFlatten: return "Flatten";
     case OpKind::kDropout: return "Dropout";
+    case OpKind::kPatchify: return "Patchify";
+    case OpKind::kTokensPos: return "TokensPos";
+    case OpKind::kGridAttention: return "GridAttention";
+    case OpKind::kPoolTokens: return "PoolTokens";
   }
   return "?";
 }

@@ -1,7 +1,7 @@
 // The model as a graph of layers: what quantisation, structured pruning and the ONNX exporter all
 // work on. A Graph is read off a module tree by trace() (graph/trace.h): one node per layer with
 // handles to the module's own parameter tensors (no copies: training updates them in place), in
-// execution order. Design choice: the graph describes the models we own (GPT, ResNet-18, MLP, and
+// execution order. Design choice: the graph describes the models we own (GPT, ResNet-18, MLP, ViT, and
 // Sequential stacks of known layers) from their registered children, so compress and export need
 // no hooks in models/; a layer the tracer does not know is an error that names it.
 #pragma once
@@ -30,6 +30,12 @@ enum class OpKind {
   kMeanHW,       // [B, C, H, W] -> [B, C]
   kFlatten,      // [B, ...] -> [B, features]
   kDropout,      // training only (p)
+  // The Vision Transformer's (models/vit.h):
+  kPatchify,       // [B, ch, gh·P, gw·P] -> [B, gh·gw, ch·P·P]: patches row-major, each (c, y, x) (patch)
+  kTokensPos,      // [B, N, C] -> cat(class token, x) (aux = cls_token, or undefined: none) + pos (weight)
+  kGridAttention,  // fused qkv [B, T, 3C] -> [B, T, C] over the patch grid (grid_h, grid_w, cls_token),
+                   // bidirectional, dense (windows empty) or 2-D multi-scale
+  kPoolTokens,     // [B, T, C] -> [B, C]: token 0 (cls_token) or the mean over the tokens
 };
 const char* op_name(OpKind kind);
 
@@ -51,6 +57,9 @@ struct Node {
   std::vector<int64_t> windows;
   bool causal = true;
   int64_t max_T = 0;  // dense: the mask size (seq_len)
+  int64_t grid_h = 0, grid_w = 0;  // GridAttention / Patchify: the patch grid
+  bool cls_token = false;          // GridAttention / PoolTokens: token 0 is a class token
+  int64_t patch = 0;               // Patchify: P
   double p = 0.0;     // Dropout
 };
 
@@ -60,7 +69,7 @@ struct Graph {
   int output = 0;
   std::string input_kind;               // "tokens" (int64 [B, T]) | "image" ([B, C, H, W]) | "features"
   std::vector<int64_t> sample_shape;    // one sample's input shape (tokens: {T})
-  std::string model_type;               // gpt | resnet18 | mlp | sequential | <layer>
+  std::string model_type;               // gpt | resnet18 | mlp | vit | sequential | <layer>
   bool is_quantizable(const Node& n) const { return n.kind == OpKind::kLinear || n.kind == OpKind::kConv2d; }
   // Indices of the nodes reading value v.
   std::vector<int> consumers(int value) const;

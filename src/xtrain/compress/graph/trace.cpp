@@ -18,8 +18,10 @@
 #include "xtrain/models/gpt.h"
 #include "xtrain/models/mlp_classifier.h"
 #include "xtrain/models/resnet.h"
+#include "xtrain/models/vit.h"
 #include "xtrain/nn/block.h"
 #include "xtrain/nn/causal_self_attention.h"
+#include "xtrain/nn/grid_attention.h"
 #include "xtrain/nn/layer_norm.h"
 #include "xtrain/nn/linear.h"
 #include "xtrain/nn/mlp.h"
@@ -38,8 +40,8 @@ std::string join(const std::string& prefix, const std::string& name) {
 [[noreturn]] void unsupported(const std::string& path, const torch::nn::Module& m) {
   XTRAIN_USAGE_ERROR("compress/export: layer '", path.empty() ? "<root>" : path, "' (", m.name(),
                      ") is not supported. Known layers: Linear, Conv2d, BatchNorm2d after a Conv2d, ReLU, GELU(tanh), "
-                     "LayerNorm, Flatten, Dropout, CausalSelfAttention, MultiScaleAttention, Block, Mlp; models: gpt, "
-                     "resnet18, mlp, Sequential stacks of known layers");
+                     "LayerNorm, Flatten, Dropout, CausalSelfAttention, MultiScaleAttention, GridAttention, Block, Mlp, "
+                     "VitBlock, VitMlp; models: gpt, resnet18, mlp, vit, Sequential stacks of known layers");
 }
 
 ModulePtr child_of(const torch::nn::Module& m, const std::string& name, const std::string& path, bool required = true) {
@@ -173,8 +175,9 @@ class Tracer : public TraceContext {
     return dropout(join(prefix, "dropout"), linear(join(prefix, "proj"), child_of(*m, "proj", prefix), y), p);
   }
 
+  // nn::Mlp or the ViT's VitMlp: fc, GELU(tanh), proj.
   int ffn(const std::string& prefix, const ModulePtr& m, int in, double p) {
-    if (as<nn::MlpImpl>(m) == nullptr) unsupported(prefix, *m);
+    if (as<nn::MlpImpl>(m) == nullptr && as<models::VitMlpImpl>(m) == nullptr) unsupported(prefix, *m);
     const int h = linear(join(prefix, "fc"), child_of(*m, "fc", prefix), in);
     const int g = simple(OpKind::kGeluTanh, join(prefix, "gelu"), {h});
     return dropout(join(prefix, "dropout"), linear(join(prefix, "proj"), child_of(*m, "proj", prefix), g), p);
@@ -205,6 +208,52 @@ class Tracer : public TraceContext {
     head.kind = OpKind::kLinear, head.op_type = "Linear", head.name = "lm_head", head.inputs = {x};
     head.weight = g.lm_head ? g.lm_head->weight : g.wte->weight;  // tied: the embedding itself
     return add(std::move(head));
+  }
+
+  // nn::GridAttention: qkv, the 2-D attention over its own grid, proj, dropout (its own options).
+  int grid_attention(const std::string& prefix, const ModulePtr& m, int in) {
+    auto* ga = as<nn::GridAttentionImpl>(m);
+    if (ga == nullptr) unsupported(prefix, *m);
+    const auto& o = ga->options();
+    Node n;
+    n.kind = OpKind::kGridAttention, n.op_type = "GridAttention", n.name = join(prefix, "attention");
+    n.heads = o.num_heads, n.windows = o.windows, n.causal = false;
+    n.grid_h = o.grid_h, n.grid_w = o.grid_w, n.cls_token = o.cls_token, n.max_T = ga->tokens();
+    n.inputs = {linear(join(prefix, "qkv"), ga->qkv.ptr(), in)};
+    const int y = add(std::move(n));
+    return dropout(join(prefix, "dropout"), linear(join(prefix, "proj"), ga->proj.ptr(), y), o.dropout);
+  }
+
+  int vit_block(const std::string& prefix, const ModulePtr& m, int in) {
+    auto* vb = as<models::VitBlockImpl>(m);
+    if (vb == nullptr) unsupported(prefix, *m);
+    const double p = vb->attn->options().dropout;
+    const int a = layer_norm(join(prefix, "ln1"), child_of(*m, "ln1", prefix), in);
+    const int h = simple(OpKind::kAdd, join(prefix, "add1"), {grid_attention(join(prefix, "attn"), vb->attn.ptr(), a), in});
+    const int b = layer_norm(join(prefix, "ln2"), child_of(*m, "ln2", prefix), h);
+    return simple(OpKind::kAdd, join(prefix, "add2"), {ffn(join(prefix, "mlp"), vb->mlp.ptr(), b, p), h});
+  }
+
+  // models::Vit: patchify + patch_embed (a Linear), class token and positions, blocks, ln_f, pool, head.
+  int vit(const models::VitImpl& v, int in) {
+    const auto& a = v.args();
+    graph.model_type = "vit", graph.input_kind = "image", graph.sample_shape = {a.channels, a.image_h, a.image_w};
+    Node pf;
+    pf.kind = OpKind::kPatchify, pf.op_type = "Patchify", pf.name = "patchify", pf.inputs = {in};
+    pf.patch = a.patch, pf.grid_h = v.grid_h(), pf.grid_w = v.grid_w();
+    int x = linear("patch_embed", child_of(v, "patch_embed", ""), add(std::move(pf)));
+    Node tp;
+    tp.kind = OpKind::kTokensPos, tp.op_type = "TokensPos", tp.name = "pos_embed", tp.inputs = {x};
+    tp.weight = v.pos_embed, tp.aux = v.cls_token, tp.cls_token = v.cls_token.defined();
+    x = add(std::move(tp));
+    const auto& blocks = *v.blocks;
+    if (!blocks.is_empty()) x = dropout("drop", x, blocks[0]->as<models::VitBlockImpl>()->attn->options().dropout);
+    for (size_t i = 0; i < blocks.size(); ++i) x = vit_block("blocks." + std::to_string(i), blocks.ptr(i), x);
+    x = layer_norm("ln_f", child_of(v, "ln_f", ""), x);
+    Node pool;
+    pool.kind = OpKind::kPoolTokens, pool.op_type = "PoolTokens", pool.name = "pool", pool.inputs = {x};
+    pool.cls_token = v.cls_token.defined();
+    return linear("head", child_of(v, "head", ""), add(std::move(pool)));
   }
 
   int basic_block(const std::string& prefix, const ModulePtr& m, int in) {
@@ -288,6 +337,12 @@ void add_builtin_tracers(Registry<TracerEntry>& r) {
   add_layer<models::MlpClassifierImpl>(r, [](Tracer& t, const std::string&, P m, int in) {
     return t.mlp(*as<models::MlpClassifierImpl>(m), in);
   });
+  add_layer<models::VitImpl>(r, [](Tracer& t, const std::string&, P m, int in) { return t.vit(*as<models::VitImpl>(m), in); });
+  add_layer<models::VitBlockImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.vit_block(p, m, in); });
+  add_layer<models::VitMlpImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.ffn(p, m, in, 0.0); });
+  add_layer<nn::GridAttentionImpl>(r, [](Tracer& t, const std::string& p, P m, int in) {
+    return t.grid_attention(p, m, in);
+  });
   add_layer<nn::LinearImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.linear(p, m, in); });
   add_layer<torch::nn::LinearImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.linear(p, m, in); });
   add_layer<torch::nn::Conv2dImpl>(r, [](Tracer& t, const std::string& p, P m, int in) { return t.conv(p, m, in); });
@@ -357,7 +412,9 @@ Graph trace(const torch::nn::Module& root, const TraceHints& hints) {
     t.graph.model_type = sequential ? "sequential" : e->builtin ? "layer" : hints.model.empty() ? t.root_type : hints.model;
   }
   Graph g = std::move(t.graph);
-  if (g.input_kind != "tokens") g.sample_shape = hints.sample_shape;
+  if (g.input_kind != "tokens" && (!hints.sample_shape.empty() || g.model_type != "vit")) {
+    g.sample_shape = hints.sample_shape;  // a ViT knows its own image size
+  }
   if (g.input_kind == "tokens" && !hints.sample_shape.empty()) g.sample_shape = hints.sample_shape;
   return g;
 }

@@ -1,4 +1,4 @@
-// Emitters for embedding, Linear, Conv2d, norms, activations and the shape ops.
+// Emitters for embedding, Linear, Conv2d, norms, activations, the shape ops and the ViT's token ops.
 #include "xtrain/export/onnx/emitters.h"
 
 #include <ATen/Functions.h>
@@ -133,6 +133,43 @@ std::string emit_flatten(EmitContext& c, size_t i) {
 }
 std::string emit_dropout(EmitContext& c, size_t i) { return in(c, i); }  // inference: identity
 
+// The ViT's: [B, ch, gh·P, gw·P] -> [B, gh, gw, ch, P, P] (a transpose of the 6-D view) -> [B, gh·gw, ch·P·P].
+std::string emit_patchify(EmitContext& c, size_t i) {
+  const Node& n = c.graph.nodes[i];
+  const int64_t P = n.patch;
+  const auto grid = c.b.node("Reshape", {in(c, i), c.b.ints(n.name + ".shape6", {0, -1, n.grid_h, P, n.grid_w, P})},
+                             n.name + ".grid");
+  const auto t = c.b.node("Transpose", {grid}, n.name + ".order", {{"perm", std::vector<int64_t>{0, 2, 4, 1, 3, 5}}});
+  return c.b.node("Reshape", {t, c.b.ints(n.name + ".shape3", {0, n.grid_h * n.grid_w, -1})}, n.name);
+}
+
+// cat(class token expanded to [B, 1, C], x) along the tokens, + the position embeddings [1, T, C].
+std::string emit_tokens_pos(EmitContext& c, size_t i) {
+  const Node& n = c.graph.nodes[i];
+  std::string x = in(c, i);
+  if (n.aux.defined()) {
+    const int64_t C = n.aux.size(-1);
+    const auto batch = c.b.node("Slice", {c.b.node("Shape", {x}, n.name + ".x_shape"), c.b.ints(n.name + ".zero1", {0}),
+                                          c.b.ints(n.name + ".one1", {1})},
+                                n.name + ".batch");
+    const auto shape = c.b.node("Concat", {batch, c.b.ints(n.name + ".tail", {1, C})}, n.name + ".cls_shape",
+                                {{"axis", int64_t{0}}});
+    const auto cls = c.b.node("Expand", {c.b.initializer("cls_token", n.aux.detach()), shape}, n.name + ".cls");
+    x = c.b.node("Concat", {cls, x}, n.name + ".tokens", {{"axis", int64_t{1}}});
+  }
+  return c.b.node("Add", {x, c.b.initializer(n.name + ".weight", n.weight.detach())}, n.name);
+}
+
+// [B, T, C] -> [B, C]: token 0 (a class token) or the mean over the tokens.
+std::string emit_pool_tokens(EmitContext& c, size_t i) {
+  const Node& n = c.graph.nodes[i];
+  if (n.cls_token) {
+    return c.b.node("Gather", {in(c, i), c.b.initializer(n.name + ".index", at::full({}, 0, at::kLong))}, n.name,
+                    {{"axis", int64_t{1}}});
+  }
+  return c.b.node("ReduceMean", {in(c, i)}, n.name, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
+}
+
 }  // namespace
 
 Emitter emitter_for(OpKind kind) {
@@ -148,6 +185,10 @@ Emitter emitter_for(OpKind kind) {
     case OpKind::kMeanHW: return &emit_mean_hw;
     case OpKind::kFlatten: return &emit_flatten;
     case OpKind::kDropout: return &emit_dropout;
+    case OpKind::kPatchify: return &emit_patchify;
+    case OpKind::kTokensPos: return &emit_tokens_pos;
+    case OpKind::kGridAttention: return &emit_grid_attention;
+    case OpKind::kPoolTokens: return &emit_pool_tokens;
   }
   TORCH_CHECK(false, "export: no emitter for ", compress::op_name(kind));
 }

@@ -29,5 +29,7 @@ Emitter emitter_for(compress::OpKind kind);
 // The attention core of emitters: q·kᵀ/√HS (+ causal mask or multi-scale pooling and bias),
 // Softmax, ·v, from the fused qkv value [B, T, 3C] to [B, T, C].
 std::string emit_attention(EmitContext& ctx, size_t node);
+// The same for GridAttention: bidirectional, dense or 2-D multi-scale over the node's fixed grid.
+std::string emit_grid_attention(EmitContext& ctx, size_t node);
 
 }  // namespace xtrain::onnx_export

@@ -71,7 +71,8 @@ ExportReport export_onnx(const compress::Graph& graph, const compress::QuantPlan
   // (Linear, attention and the element-wise ops act on the last dim only).
   bool reduces = false;
   for (const auto& n : graph.nodes) {
-    reduces |= n.kind == compress::OpKind::kFlatten || n.kind == compress::OpKind::kMeanHW;
+    reduces |= n.kind == compress::OpKind::kFlatten || n.kind == compress::OpKind::kMeanHW ||
+               n.kind == compress::OpKind::kPoolTokens;
   }
   std::vector<Dim> out_dims = {dims[0]};
   if (tokens) {
