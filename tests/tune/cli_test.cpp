@@ -6,6 +6,7 @@
 // `tune` command yet.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -112,6 +113,32 @@ TEST(TuneCli, ObjectiveParamsIsTheModelsParameterCount) {
   const auto front = nlohmann::json::parse(read_file(s.dir + "/study/pareto.json"));
   EXPECT_FALSE(front["front"].empty());
   EXPECT_EQ(read_file(s.dir + "/study/pareto.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+// --objective2 latency is the measured forward time: trials of a GPT with ~800x the FLOPs per token
+// of another (4 layers 512 wide against 16 wide) must measure far slower; every value is a positive time.
+TEST(TuneCli, ObjectiveLatencyFollowsTheModelsWork) {
+  if (!have_tune_command()) GTEST_SKIP() << "no `xtrain tune` in " << testing::xtrain_binary();
+  auto s = make_inputs("tune-cli-latency");
+  std::ofstream(s.space) << R"({"xtrain.model.d_model": {"type": "choice", "values": [16, 512]}})";
+  std::string out;
+  const int rc = testing::run_command(
+      tune_command(s, "--trials 4 --sampler random --seed 5 --objective2 latency --latency-batch 2"
+                      " --set xtrain.model.heads=2 --set xtrain.model.seq_len=64 --set xtrain.model.layers=4"),
+      &out);
+  ASSERT_EQ(rc, 0) << out;
+  double small_max = 0, large_min = 1e30;
+  for (int64_t id = 0; id < 4; ++id) {
+    const auto t = nlohmann::json::parse(read_file(s.dir + "/study/trials/" + trial_name(id) + ".json"));
+    const double ms = t["objective2"].get<double>();
+    EXPECT_GT(ms, 0.0) << t;
+    if (t["params"]["xtrain.model.d_model"] == 16) small_max = std::max(small_max, ms);
+    else large_min = std::min(large_min, ms);
+  }
+  ASSERT_GT(small_max, 0.0) << "seed 5 drew no d_model 16 trial";
+  ASSERT_LT(large_min, 1e30) << "seed 5 drew no d_model 512 trial";
+  // ~800x the FLOPs: even a 10x load swing between trials keeps the order by a wide margin.
+  EXPECT_GT(large_min, 10 * small_max) << "slowest small " << small_max << " ms, fastest large " << large_min << " ms";
 }
 
 // A real training run with XTRAIN_TRAIN_SECONDS stops long before xtrain.steps and evaluates at
