@@ -2,8 +2,7 @@
 // module's C++ type: the assemblies in models/ (GPT, ResNet-18, MlpClassifier, Vit), torch::nn::Sequential
 // stacks, and these layers: nn::Linear and torch::nn::Linear, nn::LayerNorm, nn::Block, nn::Mlp,
 // nn::CausalSelfAttention, nn::MultiScaleAttention, nn::GridAttention, models::VitBlock and VitMlp,
-// torch::nn::Conv2d (+ a following BatchNorm2d),
-// ReLU, GELU(tanh), Flatten, Dropout. A plugin's module class made of these registers a tracer that
+// torch::nn::Conv2d (+ a following BatchNorm2d), ReLU, GELU(tanh), Flatten, Dropout. A plugin's module class made of these registers a tracer that
 // walks its children in forward order; any other module is a UsageError naming the module's type
 // and path. Design choice: children are found by their registered names (what checkpoints use
 // too), not by C++ members, so a model keeps its layout.

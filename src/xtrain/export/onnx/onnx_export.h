@@ -1,7 +1,8 @@
 // export_onnx: a traced model (compress::Graph), float or with a converted QuantPlan (QDQ int8),
 // to an ONNX file: opset 17, IR version 8, batch a symbolic dimension (and, for a GPT with dense
-// attention, the sequence length too). Checked by onnx.checker (full_check) and run by ONNX Runtime
-// in tests/export. A layer without an emitter cannot reach here: trace() already names it.
+// attention, the sequence length too; a ViT's image size is fixed). Checked by onnx.checker
+// (full_check) and run by ONNX Runtime in tests/export. A layer without an emitter cannot reach
+// here: trace() already names it.
 #pragma once
 #include <cstdint>
 #include <string>
