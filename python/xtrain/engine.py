@@ -3,8 +3,9 @@
 The module's forward runs in Python; `backward` and `step` run in C++: the engine holds the module's
 own parameter tensors (their storage and gradients live in its flat buffers), scales the loss by the
 accumulation steps, reduces gradients over the data-parallel ranks, clips, and steps the optimizer
-and schedule from the config at each accumulation boundary. The module's CPU torch.nn.Linear layers
-run xtrain's GEMM kernels (inject.py) unless xtrain.python.kernel_inject is false.
+and schedule from the config at each accumulation boundary. The module's CPU torch.nn.Linear layers,
+matmuls with a weight and tanh GELUs run xtrain's kernels (inject.py) unless
+xtrain.python.kernel_inject is false.
 """
 import collections
 import io
@@ -16,7 +17,7 @@ import torch
 
 from . import _C
 from .errors import NotSupported
-from .inject import inject_kernels
+from .inject import functions, inject_kernels
 
 
 def _config_text(config):
@@ -162,7 +163,9 @@ class XtrainEngine(torch.nn.Module):
                     if b.is_floating_point():
                         b.data = b.data.to(self._dtype)
         # After the dtype change (bf16 parameters qualify too), before ZeRO-3 wraps unit forwards.
-        self._injected = inject_kernels(model) if config.kernel_inject else []
+        self._injected = config.kernel_inject
+        if self._injected:
+            inject_kernels(model)
         if config.zero_stage == 3:
             from .zero3 import attach_stage3
             attach_stage3(self)
@@ -174,7 +177,10 @@ class XtrainEngine(torch.nn.Module):
     def forward(self, *args, **kwargs):
         if self._dtype != torch.float32:  # inputs follow the parameters (fp16.auto_cast semantics)
             args, kwargs = _cast_inputs(args, self._dtype), _cast_inputs(kwargs, self._dtype)
-        return self.module(*args, **kwargs)
+        if not self._injected:
+            return self.module(*args, **kwargs)
+        with functions():  # a tied head's matmul and tanh GELU in xtrain's kernels (inject.py)
+            return self.module(*args, **kwargs)
 
     def backward(self, loss, retain_graph=False, scale_wrt_gas=True):
         if retain_graph or not scale_wrt_gas:

@@ -6,11 +6,12 @@ kernel for windowed attention on the CPU, for example); a name picks that kernel
 backward both run in C++: the returned tensor's grad_fn is the kernel's C++ autograd node.
 
 `linear` is xtrain's routed GEMM (src/xtrain/kernels/linear.h), the kernel every Linear of xtrain's
-C++ models runs and xtrain.initialize injects into a module's torch.nn.Linear (xtrain/inject.py).
+C++ models runs, and `gelu_tanh` its fused GELU (kernels/activation.h); xtrain.initialize injects
+both into a Python module's forward (xtrain/inject.py).
 """
 from . import _C
 
-__all__ = ["attention", "kernels", "kernel_for", "linear"]
+__all__ = ["attention", "kernels", "kernel_for", "linear", "gelu_tanh"]
 
 
 def _windows(windows):
@@ -50,3 +51,9 @@ def linear(x, weight, bias=None):
     C++ autograd node; other dtypes and devices run at::linear. ValueError names bad shapes or dtypes.
     """
     return _C.linear(x, weight, bias)
+
+
+def gelu_tanh(x):
+    """torch.nn.functional.gelu(x, approximate="tanh") in one fused pass forward and one backward
+    (fp32 or bf16 on a CPU with AVX-512; anything else runs ATen's gelu). Differentiable in C++."""
+    return _C.gelu_tanh(x)

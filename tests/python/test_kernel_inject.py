@@ -192,3 +192,64 @@ def test_inject_kernels_on_a_plain_module_and_unit_linear():
     want.sum().backward()
     assert rel_diff([y], [want]) < 1e-5
     assert rel_diff([p.grad for p in seq.parameters()], [p.grad for p in ref.parameters()]) < 1e-5
+
+
+class TiedLM(nn.Module):
+    """A tied LM head (h @ wte.weight.t()) and a tanh GELU: the calls inject.functions() serves."""
+
+    def __init__(self, vocab=40, d=24):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+
+    def forward(self, idx, targets):
+        h = self.wte(idx)
+        h = h + self.out(nn.functional.gelu(self.fc(h), approximate="tanh"))
+        logits = h @ self.wte.weight.t()
+        return nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def test_functions_serve_weight_matmuls_and_tanh_gelu_only():
+    torch.manual_seed(3)
+    w = nn.Parameter(torch.randn(10, 6))
+    x, a = torch.randn(2, 5, 6, requires_grad=True), torch.randn(10, 6)
+    names = []
+    with xtrain.inject.functions():
+        names.append((x @ w.t()).grad_fn.name())
+        names.append(torch.matmul(x, w.t()).grad_fn.name())
+        names.append((x @ a.t()).grad_fn.name())  # not a parameter: PyTorch's
+        g = nn.functional.gelu(x, approximate="tanh")
+        names.append(g.grad_fn.name())
+        names.append(nn.functional.gelu(x).grad_fn.name())  # exact GELU: PyTorch's
+    assert "LinearFunction" in names[0] and "LinearFunction" in names[1], names
+    assert "LinearFunction" not in names[2] and "Gelu" in names[4] and "GeluTanh" in names[3], names
+    ref = nn.functional.gelu(x.detach().double(), approximate="tanh")
+    assert float((g.detach().double() - ref).abs().max()) < 1e-6
+    (gx,) = torch.autograd.grad(g.sum(), x)
+    xd = x.detach().double().requires_grad_()
+    (want,) = torch.autograd.grad(nn.functional.gelu(xd, approximate="tanh").sum(), xd)
+    assert float((gx.double() - want).abs().max()) < 1e-6
+
+
+def test_tied_head_model_trains_as_with_pytorch():
+    """Injection on against off for a tied head and tanh GELU (bounds as in the GPT test above); the
+    tied embedding gets both gradients (lookup and head) through xtrain's linear node."""
+    runs = []
+    for inject in (True, False):
+        torch.manual_seed(4)
+        model = TiedLM()
+        engine, *_ = xtrain.initialize(model=model, config=adamw_config(
+            2, xtrain={"python": {"kernel_inject": inject}}))
+        idx, tgt = gpt_data(24, vocab=40)
+        losses = []
+        for i in range(12):
+            engine.backward(engine(idx[2 * i:2 * i + 2], tgt[2 * i:2 * i + 2]))
+            engine.step()
+            losses.append(engine.last_step()["loss"])
+        runs.append((model, losses))
+    (m_on, on), (m_off, off) = runs
+    assert on[-1] < 0.9 * on[0]
+    for i, (a, b) in enumerate(zip(on, off)):
+        assert abs(a - b) <= 1e-5 * abs(b), f"step {i + 1}: injected {a}, PyTorch {b}"
+    assert rel_diff(list(m_on.parameters()), list(m_off.parameters())) < 1e-5

@@ -1,6 +1,7 @@
 // xtrain._C's ops behind python/xtrain/ops.py: the attention kernel registry
-// (kernels/attention/registry.h) as three functions, and kernels::linear (the routed GEMM every
-// Linear of xtrain's C++ models runs; xtrain.initialize injects it into a module's nn.Linear).
+// (kernels/attention/registry.h) as three functions, kernels::linear (the routed GEMM every Linear
+// of xtrain's C++ models runs) and kernels::gelu_tanh, which xtrain.initialize injects into a
+// Python module's forward (python/xtrain/inject.py).
 // Design choice: no Python autograd.Function — run_attention and linear return a tensor whose
 // grad_fn is the kernel's C++ autograd node, so backward runs in C++ from Python's
 // autograd as from C++'s. Errors: a UsageError or c10::Error (bad shape, unknown kernel) becomes a
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "xtrain/base/error.h"
+#include "xtrain/kernels/activation.h"
 #include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/linear.h"
 #include "xtrain/python/bindings.h"
@@ -85,6 +87,9 @@ void bind_ops(py::module_& m) {
   m.def("linear", &linear, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),
         py::call_guard<py::gil_scoped_release>(),
         "y = x @ weight.T + bias through xtrain's routed GEMM (kernels/linear.h), differentiable in C++.");
+  m.def("gelu_tanh", [](const at::Tensor& x) { return value_errors([&] { return kernels::gelu_tanh(x); }); },
+        py::arg("x"), py::call_guard<py::gil_scoped_release>(),
+        "GELU, tanh approximation, through xtrain's fused kernel (kernels/activation.h), differentiable in C++.");
   m.def("attention_kernel_for", &kernel_for, py::arg("q"), py::arg("causal"), py::arg("windows"), py::arg("dropout"),
         py::arg("kernel"), "The registered kernel a call with q's shape, dtype and device would run.");
   m.def("attention_kernels", &attn::attention_kernel_names, "Registered attention kernels, highest priority first.");
