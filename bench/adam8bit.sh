@@ -2,7 +2,7 @@
 # 8-bit optimizer state (optimizer.params.state_dtype "int8") against fp32 state. Not a test.
 #  1. The optimizer step alone (bench/adam8bit_step.cpp): median step time of the 8-bit step and of
 #     our fused fp32 AdamW on the same buffers, and the optimizer-state bytes per parameter.
-#  2. Training: the default recipe (configs/default.json; STEPS steps, default its 600) with fp32
+#  2. Training: the default recipe (configs/default.json, fp32 compute as recorded; STEPS steps, default 600) with fp32
 #     and with 8-bit state, then a fine-tune of FT_STEPS steps (lr FT_LR) from the fp32 run's weights
 #     (xtrain.model.init_from: fresh optimizer state) with each: validation losses and their ratios.
 #   XTRAIN=build/xtrain bench/adam8bit.sh            # SIZES=10000000,50000000 STEPS=600 FT_STEPS=200
@@ -37,7 +37,7 @@ run() {  # name, state dtype, steps, more --set arguments...
   local start
   start=$(date +%s)
   "$XTRAIN" train --set xtrain.steps="$steps" --set optimizer.params.state_dtype="$dtype" \
-    --set xtrain.generate.tokens=0 --set xtrain.save_interval="$steps" "$@" "${thread_sets[@]}" "${extra_sets[@]}" \
+    --set xtrain.generate.tokens=0 --set xtrain.save_interval="$steps" --set bf16.enabled=false "$@" "${thread_sets[@]}" "${extra_sets[@]}" \
     --output "$OUT/$name" >"$OUT/$name.log" 2>&1
   echo "$name $(val_loss "$OUT/$name") $(($(date +%s) - start))" >"$OUT/$name.row"
 }

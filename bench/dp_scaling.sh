@@ -18,7 +18,7 @@ PY=/usr/bin/python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-common=(--config "$ROOT/configs/default.json" --set "xtrain.steps=$STEPS" --set xtrain.log_interval=5
+common=(--config "$ROOT/configs/default.json" --set bf16.enabled=false --set "xtrain.steps=$STEPS" --set xtrain.log_interval=5
         --set xtrain.eval_interval=1000000 --set xtrain.save_interval=1000000 --set xtrain.threads=1)
 run_one() { OMP_NUM_THREADS=1 "$XTRAIN" train "${common[@]}" --output "$1" >"$1.log" 2>&1; }
 run_two() {  # $1 run dir, $2 overlap true|false

@@ -30,7 +30,8 @@ RATE = os.environ.get("RATE", "1gbit")
 # Many parameters for little compute (seq 64, micro-batch 4): the gradient all-reduce is a visible
 # part of a step on this 2-core machine.
 MODEL = ["xtrain.model.layers=4", "xtrain.model.d_model=384", "xtrain.model.heads=6", "xtrain.model.seq_len=64",
-         "train_micro_batch_size_per_gpu=4", "scheduler.params.warmup_num_steps=8"]
+         "train_micro_batch_size_per_gpu=4", "scheduler.params.warmup_num_steps=8",
+         "bf16.enabled=false"]  # local SGD is fp32 only (the default recipe is bf16)
 RUNS = {  # name -> xtrain.local_sgd overrides ([] = plain data parallelism)
     "dp": [],
     "avg4": ["xtrain.local_sgd.sync_every=4"],

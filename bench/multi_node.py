@@ -80,7 +80,7 @@ def tag_of(run):
 def sets_for(model, strat, steps, overlap=True, comm="fp32"):
     s = ["xtrain.steps=%d" % steps, "xtrain.log_interval=1", "xtrain.eval_interval=1000000",
          "xtrain.save_interval=1000000", "xtrain.threads=1", "zero_optimization.overlap_comm=%s" % str(overlap).lower(),
-         "wall_clock_breakdown=true"]
+         "wall_clock_breakdown=true", "bf16.enabled=false"]  # fp32 compute, as recorded (the default is bf16)
     if comm != "fp32":
         s.append("communication_data_type=%s" % comm)
     return s + MODELS[model] + STRATEGIES[strat]

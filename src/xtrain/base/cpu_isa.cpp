@@ -1,5 +1,7 @@
 #include "xtrain/base/cpu_isa.h"
 
+#include <cpuid.h>
+
 #include "xtrain/base/error.h"
 
 namespace xtrain::base {
@@ -21,6 +23,16 @@ Isa detect() {
 Isa best_cpu_isa() {
   static const Isa best = detect();
   return best;
+}
+
+bool cpu_has_native_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned max_subleaf = eax;
+  const bool amx_bf16 = (edx >> 22) & 1u;
+  if (amx_bf16) return true;
+  if (max_subleaf < 1 || !__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
+  return (eax >> 5) & 1u;  // AVX512_BF16
 }
 
 const char* isa_name(Isa isa) {

@@ -10,6 +10,9 @@ enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 Isa best_cpu_isa();  // AVX-512 (F, BW, VL, DQ) > AVX2 + FMA (every such CPU also has F16C) > scalar
 const char* isa_name(Isa isa);
+// Whether the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16): there oneDNN's bf16 matmul
+// runs ~2x fp32's rate; elsewhere bf16 is emulated and slower than fp32.
+bool cpu_has_native_bf16();
 
 class IsaSwitch {
  public:

@@ -2,8 +2,10 @@
 // default), and text generation for the end-of-run sample and `xtrain generate`.
 #include <ATen/Functions.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "xtrain/base/cpu_isa.h"
 #include "xtrain/base/env.h"
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
@@ -21,6 +23,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The built-in default trains in bf16 (configs/default.json) because on a CPU that multiplies bf16
+// natively (AVX512-BF16, AMX) oneDNN runs it at ~2x fp32's rate; elsewhere bf16 is emulated and
+// slower than fp32, so there the default falls back to fp32 and says so. A user's bf16 setting wins.
+config::Loaded load_default_config(config::LoadOptions options) {
+  const bool user_set = std::any_of(options.overrides.begin(), options.overrides.end(),
+                                    [](const std::string& o) { return o.rfind("bf16", 0) == 0; });
+  const bool fp32_fallback = !user_set && !base::cpu_has_native_bf16();
+  if (fp32_fallback) options.overrides.insert(options.overrides.begin(), "bf16.enabled=false");
+  auto loaded = config::load_text(default_config_text(), options, "configs/default.json");
+  if (fp32_fallback) {
+    loaded.notes.push_back("default recipe: fp32, not bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); "
+                           "--set bf16.enabled=true forces bf16");
+  }
+  return loaded;
+}
+
 config::Loaded load_run_config_as_given(const TrainRequest& request, const std::string& run_dir) {
   config::LoadOptions options;
   options.overrides = request.overrides;
@@ -33,7 +51,7 @@ config::Loaded load_run_config_as_given(const TrainRequest& request, const std::
     options.overrides.insert(options.overrides.begin(), "gradient_accumulation_steps=auto");
     return config::load(saved, options);
   }
-  return config::load_text(default_config_text(), options, "configs/default.json");
+  return load_default_config(std::move(options));
 }
 
 }  // namespace
