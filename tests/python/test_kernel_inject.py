@@ -219,11 +219,17 @@ def test_functions_serve_weight_matmuls_and_tanh_gelu_only():
         names.append((x @ w.t()).grad_fn.name())
         names.append(torch.matmul(x, w.t()).grad_fn.name())
         names.append((x @ a.t()).grad_fn.name())  # not a parameter: PyTorch's
+        w2 = nn.Parameter(torch.randn(6, 10))
+        y2 = x @ w2  # a parameter used as [in, out]
+        names.append(y2.grad_fn.name())
         g = nn.functional.gelu(x, approximate="tanh")
         names.append(g.grad_fn.name())
         names.append(nn.functional.gelu(x).grad_fn.name())  # exact GELU: PyTorch's
     assert "LinearFunction" in names[0] and "LinearFunction" in names[1], names
-    assert "LinearFunction" not in names[2] and "Gelu" in names[4] and "GeluTanh" in names[3], names
+    assert "LinearFunction" not in names[2] and "LinearFunction" in names[3], names
+    assert "GeluTanh" in names[4] and "Gelu" in names[5] and "GeluTanh" not in names[5], names
+    want2 = x.detach().double() @ w2.detach().double()
+    assert_within(y2.detach(), want2, gemm_bound(x.detach(), w2.detach().t()), "x @ w")
     ref = nn.functional.gelu(x.detach().double(), approximate="tanh")
     assert float((g.detach().double() - ref).abs().max()) < 1e-6
     (gx,) = torch.autograd.grad(g.sum(), x)

@@ -9,8 +9,8 @@ struct PythonOptions {
   template <class V>
   void visit(V& v) {
     v("kernel_inject", kernel_inject,
-      "xtrain: xtrain.initialize runs every CPU torch.nn.Linear (exact type, fp32/bf16) of the module through "
-      "xtrain's GEMM kernels (forward and backward); false: PyTorch's own");
+      "xtrain: xtrain.initialize runs the module's CPU fp32/bf16 torch.nn.Linear layers (exact type), matmuls "
+      "with a weight (a tied LM head) and tanh GELUs in xtrain's kernels, forward and backward; false: PyTorch's own");
   }
 };
 
