@@ -69,9 +69,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::opti
     // Under CPU autocast kernels::linear casts all three to the autocast dtype, as at::linear does.
     const auto t = x.scalar_type();
     const bool one_dtype = weight.scalar_type() == t && (!bias.defined() || bias.scalar_type() == t);
+    const std::string bias_dtype = bias.defined() ? std::string(", bias ") + c10::toString(bias.scalar_type()) : "";
     XTRAIN_USAGE_CHECK(one_dtype || at::autocast::is_cpu_enabled(),
                        "xtrain.ops.linear: input, weight and bias must have one dtype, got input ", t, ", weight ",
-                       weight.scalar_type(), bias.defined() ? ", bias " + std::string(c10::toString(bias.scalar_type())) : "");
+                       weight.scalar_type(), bias_dtype);
     XTRAIN_USAGE_CHECK(x.device() == weight.device() && (!bias.defined() || bias.device() == x.device()),
                        "xtrain.ops.linear: input, weight and bias must be on one device");
     return kernels::linear(x, weight, bias);
