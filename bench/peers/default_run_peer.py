@@ -6,8 +6,7 @@ Model: bench/peers/gpt_peer.py's GPT (the default model's architecture: 4 layers
 context 256, tied embeddings, GPT-2 init), batch 16 of random 256-byte windows of the first 90% of
 the text, validation on the last 10% (as xtrain's text dataset splits it). Recipe: xtrain's default
 (AdamW lr 2e-3, betas 0.9/0.95, weight decay 0.1 on matrices, 50 linear warm-up steps, cosine to
-0.1x, clipping 1.0), which was the best of the recipes tried here, with the two choices an expert
-makes for a time budget:
+0.1x, clipping 1.0), with the two choices an expert makes for a time budget:
   - precision: fp32 or bf16 autocast, whichever runs faster here (both timed for a few steps before
     the clock starts: --dtype auto), and
   - the schedule's length: the cosine ends when the budget does (steps = budget / measured step).
