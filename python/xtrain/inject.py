@@ -11,8 +11,10 @@ hooks (ZeRO-3's unit forward wraps this one) and the module tree stay the same; 
 
 Functions, while the engine runs the module's forward (`functions()`, a TorchFunctionMode): a matmul
 whose right operand is a 2-D parameter or its transpose (a tied LM head, `h @ wte.weight.t()`) runs
-xtrain.ops.linear, and torch.nn.functional.gelu(x, approximate="tanh") runs xtrain.ops.gelu_tanh,
-for CPU fp32/bf16 tensors outside autocast; every other call runs PyTorch's own.
+xtrain.ops.linear; a matmul or bmm of two 3-D to 6-D activations with equal batch dims (attention
+written inline: `q @ k.transpose(-2, -1)`, `att @ v`) runs xtrain.ops.matmul; and
+torch.nn.functional.gelu(x, approximate="tanh") runs xtrain.ops.gelu_tanh; all for CPU fp32/bf16
+tensors outside autocast. Every other call runs PyTorch's own.
 
 The config key xtrain.python.kernel_inject: false turns both off.
 """
@@ -76,6 +78,12 @@ def _is_weight(t):
 
 
 _MATMULS = frozenset([torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__])
+_BMMS = frozenset([torch.bmm, torch.Tensor.bmm])
+
+
+def _batched_pair(a, b):
+    """Two activations [..., M, K] and [..., K, N], 3-D to 6-D, with equal batch dims."""
+    return 3 <= a.dim() <= 6 and a.dim() == b.dim() and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]
 _GELU = torch.nn.functional.gelu
 
 
@@ -86,6 +94,11 @@ class _Functions(TorchFunctionMode):
             x, w = args
             if _served(x, w) and x.dim() >= 2 and _is_weight(w):
                 return ops.linear(x, w.t())  # x @ w == x @ (wᵀ)ᵀ; strides carry the transposes
+            if _served(x, w) and _batched_pair(x, w):
+                return ops.matmul(x, w)
+        elif func in _BMMS and len(args) == 2 and not kwargs:
+            if _served(*args) and args[0].dim() == 3 and _batched_pair(*args):
+                return ops.matmul(*args)
         elif func is _GELU and args and _served(args[0]):
             approximate = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
             if approximate == "tanh" and len(args) + len(kwargs) <= 2:

@@ -6,12 +6,13 @@ kernel for windowed attention on the CPU, for example); a name picks that kernel
 backward both run in C++: the returned tensor's grad_fn is the kernel's C++ autograd node.
 
 `linear` is xtrain's routed GEMM (src/xtrain/kernels/linear.h), the kernel every Linear of xtrain's
-C++ models runs, and `gelu_tanh` its fused GELU (kernels/activation.h); xtrain.initialize injects
-both into a Python module's forward (xtrain/inject.py).
+C++ models runs, `matmul` the same GEMM for two activations (kernels/matmul.h) and `gelu_tanh` its
+fused GELU (kernels/activation.h); xtrain.initialize injects all three into a Python module's forward
+(xtrain/inject.py).
 """
 from . import _C
 
-__all__ = ["attention", "kernels", "kernel_for", "linear", "gelu_tanh"]
+__all__ = ["attention", "kernels", "kernel_for", "linear", "matmul", "gelu_tanh"]
 
 
 def _windows(windows):
@@ -51,6 +52,14 @@ def linear(x, weight, bias=None):
     C++ autograd node; other dtypes and devices run at::linear. ValueError names bad shapes or dtypes.
     """
     return _C.linear(x, weight, bias)
+
+
+def matmul(a, b):
+    """a @ b for two activations: [..., M, K] @ [..., K, N] with equal leading (batch) dims, 3-D to 6-D,
+    on the CPU in fp32 or bf16, runs xtrain's routed GEMM forward and backward (dA = dC Bᵀ, dB = Aᵀ dC,
+    transposes through strides) in one C++ autograd node; anything else (broadcasting, 2-D, autocast,
+    other dtypes or devices) is torch.matmul. ValueError names bad shapes."""
+    return _C.matmul(a, b)
 
 
 def gelu_tanh(x):

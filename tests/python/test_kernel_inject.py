@@ -63,6 +63,50 @@ def test_linear_bf16_tracks_float64():
     assert_within(y, ref, ref.abs() * 2.0 ** -8 + gemm_bound(x, w), "bf16 y")
 
 
+def _strided(t, transpose):
+    """t itself, or the same values held transposed in memory (unit stride in dim -2)."""
+    return t.transpose(-2, -1).contiguous().transpose(-2, -1) if transpose else t
+
+
+@pytest.mark.parametrize("a_shape,n,ta,tb", [((4, 9, 16), 7, False, False), ((2, 3, 17, 8), 17, False, True),
+                                             ((2, 2, 5, 33), 6, True, False), ((1, 2, 2, 4, 6), 3, True, True)])
+def test_matmul_forward_and_gradients_match_float64(a_shape, n, ta, tb):
+    g = torch.Generator().manual_seed(sum(a_shape) + n)
+    a = _strided(torch.randn(*a_shape, generator=g), ta).requires_grad_()
+    b = _strided(torch.randn(*a_shape[:-2], a_shape[-1], n, generator=g), tb).requires_grad_()
+    c = xtrain.ops.matmul(a, b)
+    assert c.shape == (*a_shape[:-1], n) and "MatmulFunction" in c.grad_fn.name(), c.grad_fn.name()
+    dc = torch.randn(c.shape, generator=g)
+    c.backward(dc)
+    ad, bd, dcd = a.detach().double(), b.detach().double(), dc.double()
+    tr = lambda t: t.transpose(-2, -1)  # noqa: E731
+    assert_within(c.detach(), ad @ bd, gemm_bound(a.detach(), tr(b.detach())), "c")
+    assert_within(a.grad, dcd @ tr(bd), gemm_bound(dc, b.detach()), "da")
+    assert_within(b.grad, tr(ad) @ dcd, gemm_bound(tr(a.detach()), tr(dc)), "db")
+
+
+def test_matmul_falls_back_to_torch_where_it_cannot_route():
+    a, b = torch.randn(2, 3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    assert "MatmulFunction" not in xtrain.ops.matmul(a, b).grad_fn.name()  # 3-D @ 2-D broadcasts
+    a1 = torch.randn(1, 3, 4, requires_grad=True)
+    b2 = torch.randn(2, 4, 5, requires_grad=True)
+    c = xtrain.ops.matmul(a1, b2)  # broadcast batch: PyTorch's, same values
+    assert "MatmulFunction" not in c.grad_fn.name() and torch.equal(c, torch.matmul(a1, b2))
+    ad = torch.randn(2, 3, 4, dtype=torch.float64)
+    assert torch.equal(xtrain.ops.matmul(ad, ad.transpose(1, 2)), ad @ ad.transpose(1, 2))
+    with pytest.raises(ValueError):
+        xtrain.ops.matmul(torch.randn(2, 3, 4), torch.randn(2, 5, 6))
+
+
+def test_matmul_bf16_tracks_float64():
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(3, 8, 32, generator=g), torch.randn(3, 32, 12, generator=g)
+    c = xtrain.ops.matmul(a.bfloat16(), b.bfloat16())
+    ref = a.bfloat16().double() @ b.bfloat16().double()
+    assert c.dtype == torch.bfloat16
+    assert_within(c, ref, ref.abs() * 2.0 ** -8 + gemm_bound(a, b.transpose(-2, -1)), "bf16 c")
+
+
 def test_linear_bad_input_raises_value_error():
     x, w = torch.randn(4, 8), torch.randn(3, 8)
     with pytest.raises(ValueError, match=r"xtrain.ops.linear: input .* and weight .* must agree"):
@@ -225,9 +269,15 @@ def test_functions_serve_weight_matmuls_and_tanh_gelu_only():
         g = nn.functional.gelu(x, approximate="tanh")
         names.append(g.grad_fn.name())
         names.append(nn.functional.gelu(x).grad_fn.name())  # exact GELU: PyTorch's
+        q = torch.randn(2, 3, 5, 4, requires_grad=True)
+        names.append((q @ q.transpose(-2, -1)).grad_fn.name())  # two activations, equal batch dims
+        names.append(torch.bmm(x, x.transpose(1, 2)).grad_fn.name())
+        names.append((q @ torch.randn(4, 2)).grad_fn.name())  # broadcast 2-D operand: PyTorch's
     assert "LinearFunction" in names[0] and "LinearFunction" in names[1], names
     assert "LinearFunction" not in names[2] and "LinearFunction" in names[3], names
     assert "GeluTanh" in names[4] and "Gelu" in names[5] and "GeluTanh" not in names[5], names
+    assert "MatmulFunction" in names[6] and "MatmulFunction" in names[7], names
+    assert "MatmulFunction" not in names[8], names
     want2 = x.detach().double() @ w2.detach().double()
     assert_within(y2.detach(), want2, gemm_bound(x.detach(), w2.detach().t()), "x @ w")
     ref = nn.functional.gelu(x.detach().double(), approximate="tanh")

@@ -21,6 +21,7 @@
 #include "xtrain/kernels/activation.h"
 #include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/linear.h"
+#include "xtrain/kernels/matmul.h"
 #include "xtrain/python/bindings.h"
 
 namespace py = pybind11;
@@ -79,6 +80,15 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const c10::opti
   });
 }
 
+// a @ b for two activations through kernels::matmul; torch.matmul's own errors for shapes it refuses.
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+  return value_errors([&] {
+    XTRAIN_USAGE_CHECK(a.dim() >= 1 && b.dim() >= 1, "xtrain.ops.matmul: both operands need a dimension, got ",
+                       a.sizes(), " and ", b.sizes());
+    return kernels::matmul(a, b);
+  });
+}
+
 }  // namespace
 
 void bind_ops(py::module_& m) {
@@ -88,6 +98,9 @@ void bind_ops(py::module_& m) {
   m.def("linear", &linear, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),
         py::call_guard<py::gil_scoped_release>(),
         "y = x @ weight.T + bias through xtrain's routed GEMM (kernels/linear.h), differentiable in C++.");
+  m.def("matmul", &matmul, py::arg("a"), py::arg("b"), py::call_guard<py::gil_scoped_release>(),
+        "a @ b; for CPU fp32/bf16 [..., M, K] @ [..., K, N] with equal batch dims through xtrain's routed GEMM "
+        "(kernels/matmul.h), differentiable in C++; otherwise torch.matmul.");
   m.def("gelu_tanh", [](const at::Tensor& x) { return value_errors([&] { return kernels::gelu_tanh(x); }); },
         py::arg("x"), py::call_guard<py::gil_scoped_release>(),
         "GELU, tanh approximation, through xtrain's fused kernel (kernels/activation.h), differentiable in C++.");
