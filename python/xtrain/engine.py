@@ -4,8 +4,9 @@ The module's forward runs in Python; `backward` and `step` run in C++: the engin
 own parameter tensors (their storage and gradients live in its flat buffers), scales the loss by the
 accumulation steps, reduces gradients over the data-parallel ranks, clips, and steps the optimizer
 and schedule from the config at each accumulation boundary. The module's CPU torch.nn.Linear layers,
-matmuls with a weight and tanh GELUs run xtrain's kernels (inject.py) unless
-xtrain.python.kernel_inject is false.
+matmuls with a weight or of two activations and tanh GELUs run xtrain's kernels (inject.py) unless
+xtrain.python.kernel_inject is false, and the process allocates CPU tensors from xtrain's caching
+pool (src/xtrain/base/memory_pool.h) unless xtrain.python.memory_pool is false.
 """
 import collections
 import io
@@ -155,6 +156,8 @@ class XtrainEngine(torch.nn.Module):
         # DeepSpeed's optimizer takes model_parameters as torch.optim does: a tensor in no group with
         # its own weight_decay decays, biases and norms included (not xtrain's nanoGPT split).
         config.no_decay_for_bias_and_norm = False
+        if config.memory_pool:  # xtrain's caching CPU allocator, as the xtrain program runs with
+            _C.install_memory_pool(True)
         self._c = _C.Engine(_trainable(model, model_parameters), config, sequences)
         self._dtype = {"BFloat16": torch.bfloat16, "Half": torch.float16}.get(self._c.param_dtype, torch.float32)
         if self._dtype != torch.float32:

@@ -309,3 +309,20 @@ def test_tied_head_model_trains_as_with_pytorch():
     for i, (a, b) in enumerate(zip(on, off)):
         assert abs(a - b) <= 1e-5 * abs(b), f"step {i + 1}: injected {a}, PyTorch {b}"
     assert rel_diff(list(m_on.parameters()), list(m_off.parameters())) < 1e-5
+
+
+def test_memory_pool_serves_the_steps_after_warm_up():
+    """xtrain.initialize installs the caching allocator: once two steps have run, later steps' blocks
+    of 1 MiB and more (activations, gradients) come from its cache, not from the OS."""
+    torch.manual_seed(5)
+    model = TinyGPT(vocab=64, d=512, heads=4, layers=1, T=32)  # MLP activations [8, 32, 2048]: 2 MiB
+    engine, *_ = xtrain.initialize(model=model, config=adamw_config(8))
+    idx, tgt = gpt_data(48, vocab=64, T=32)
+    stats = []
+    for i in range(6):
+        engine.backward(engine(idx[8 * i:8 * i + 8], tgt[8 * i:8 * i + 8]))
+        engine.step()
+        stats.append(xtrain._C.memory_pool_stats())
+    assert stats[-1]["installed"] == 1 and stats[0]["os_allocations_1mb"] > 0, stats
+    assert stats[-1]["cache_hits"] > stats[2]["cache_hits"]
+    assert stats[-1]["os_allocations_1mb"] == stats[2]["os_allocations_1mb"], stats

@@ -318,6 +318,8 @@ const std::vector<KeyStatus> kTable = {
     {"xtrain.local_sgd.outer_optimizer.type", H, "LocalSgd.TwoRanksMatchDataParallelAndNesterovWithoutMomentumAndCountBytes"},
     {"xtrain.local_sgd.outer_optimizer.lr", H, "LocalSgd.NesterovOuterStepMatchesTorchSgd"},
     {"xtrain.local_sgd.outer_optimizer.momentum", H, "LocalSgd.NesterovOuterStepMatchesTorchSgd"},
+    {"xtrain.python.memory_pool", N, "only xtrain.initialize (Python) reads it, tested by tests/python/test_kernel_inject.py; "
+                                     "the xtrain program always installs the pool"},
     {"xtrain.python.kernel_inject", N, "only xtrain.initialize (Python) reads it, tested by tests/python/test_kernel_inject.py; "
                                        "xtrain's own models always run xtrain's kernels"},
 };

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "xtrain/base/error.h"
+#include "xtrain/base/memory_pool.h"
 #include "xtrain/checkpoint/store.h"
 #include "xtrain/comm/communicator.h"
 #include "xtrain/comm/rank_info.h"
@@ -265,6 +266,7 @@ void bind_config(py::module_& m) {
       .def_property_readonly("dp_world_size", [](const config::Config& c) { return c.dp_world_size; })
       .def_property_readonly("seed", [](const config::Config& c) { return c.trainer.seed; })
       .def_property_readonly("kernel_inject", [](const config::Config& c) { return c.python.kernel_inject; })
+      .def_property_readonly("memory_pool", [](const config::Config& c) { return c.python.memory_pool; })
       // Off for DeepSpeed's model_parameters=model.parameters(): every tensor decays, as torch.optim does.
       .def_property(
           "no_decay_for_bias_and_norm", [](const config::Config& c) { return c.optimizer.no_decay_for_bias_and_norm; },
@@ -333,6 +335,17 @@ void bind_engine(py::module_& m) {
   m.def("init_distributed", &init_distributed, py::arg("timeout_s") = 0.0, py::call_guard<py::gil_scoped_release>(),
         "Joins the data-parallel group from the launcher's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...).");
   m.def("world_size", &world_size);
+  m.def(
+      "install_memory_pool", [](bool enabled) { memory_pool::install(base::MemoryPoolOptions{enabled}); },
+      py::arg("enabled"), "xtrain's caching CPU allocator as LibTorch's (base/memory_pool.h), or the one before it.");
+  m.def("memory_pool_stats", [] {
+    const auto s = memory_pool::stats();
+    return std::map<std::string, int64_t>{{"installed", memory_pool::installed() ? 1 : 0},
+                                          {"allocations", s.allocations},
+                                          {"cache_hits", s.cache_hits},
+                                          {"os_allocations", s.os_allocations},
+                                          {"os_allocations_1mb", s.os_allocations_at_least(1 << 20)}};
+  });
   m.def("barrier", [] { if (process_group()) process_group()->barrier(); }, py::call_guard<py::gil_scoped_release>());
   m.def("read_state", &read_state, py::arg("run_dir"), py::arg("tag") = "",
         "Whole fp32 parameters and buffers of a checkpoint, by name.");
