@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include "export/export_and_run.h"
 #include "export/ort_runner.h"
 #include "support/fixtures.h"
 #include "support/paths.h"
@@ -63,24 +64,7 @@ models::Model resnet() {
   return m;
 }
 
-struct Exported {
-  ExportReport report;
-  at::Tensor ort;
-};
-
-Exported export_and_run(const compress::Graph& g, const compress::QuantPlan* plan, const at::Tensor& x,
-                        const std::string& tag, bool int8, const std::string& optimization = "all") {
-  const auto dir = testing::temp_dir("onnx_" + tag);
-  ExportOptions o;
-  o.int8 = int8;
-  Exported e;
-  e.report = export_onnx(g, plan, dir + "/model.onnx", o);
-  const auto checked = testing::check_onnx(e.report.path);
-  EXPECT_NE(checked.find("ok ir_version=8 opset=17"), std::string::npos) << checked;
-  e.ort = testing::run_onnx_runtime(e.report.path, x, e.report.input_name, e.report.output_name, dir, 0, 1,
-                                    optimization).output;
-  return e;
-}
+using test_support::export_and_run;
 
 // fp32: ONNX Runtime's kernels sum in another order than LibTorch's; outputs are O(1), so an
 // absolute 1e-5 plus 1e-5 relative is a few float32 ulps of accumulated rounding.

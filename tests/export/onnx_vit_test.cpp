@@ -8,6 +8,7 @@
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
+#include "export/export_and_run.h"
 #include "export/ort_runner.h"
 #include "support/fixtures.h"
 #include "support/paths.h"
@@ -49,24 +50,7 @@ models::Model vit(int64_t image, int64_t patch, const std::string& pool, const s
   return m;
 }
 
-struct Exported {
-  ExportReport report;
-  at::Tensor ort;
-};
-
-Exported export_and_run(const compress::Graph& g, const compress::QuantPlan* plan, const at::Tensor& x,
-                        const std::string& tag, bool int8, const std::string& optimization = "all") {
-  const auto dir = testing::temp_dir("onnx_vit_" + tag);
-  ExportOptions o;
-  o.int8 = int8;
-  Exported e;
-  e.report = export_onnx(g, plan, dir + "/model.onnx", o);
-  const auto checked = testing::check_onnx(e.report.path);
-  EXPECT_NE(checked.find("ok ir_version=8 opset=17"), std::string::npos) << checked;
-  e.ort = testing::run_onnx_runtime(e.report.path, x, e.report.input_name, e.report.output_name, dir, 0, 1,
-                                    optimization).output;
-  return e;
-}
+using test_support::export_and_run;
 
 // fp32: ONNX Runtime sums in another order than LibTorch and the fused 2-D kernel (online softmax);
 // logits are O(1), so 1e-4 absolute is a few hundred float32 ulps of accumulated rounding.
@@ -77,7 +61,7 @@ void expect_ort_matches(const models::Model& m, int64_t image, const std::string
   const auto g = compress::trace(*m.module);
   EXPECT_EQ(g.model_type, "vit");
   const auto x = at::randn({3, 1, image, image});
-  const auto e = export_and_run(g, nullptr, x, tag, false);
+  const auto e = export_and_run(g, nullptr, x, "vit_" + tag, false);
   EXPECT_EQ(e.report.input_dims, (std::vector<std::string>{"batch", "1", std::to_string(image), std::to_string(image)}));
   ASSERT_EQ(e.ort.sizes(), (std::vector<int64_t>{3, 10})) << tag;
   expect_close(e.ort, m.forward(x), 0.0, kTol, tag + " logits");
@@ -112,7 +96,7 @@ TEST(OnnxExportVit, MultiScaleExportDiffersFromDense) {
   auto ms = vit(16, 4, "mean", {1, 2}, 14);
   auto dense = vit(16, 4, "mean", {}, 14);  // same seed: the same parameters
   const auto x = at::randn({2, 1, 16, 16});
-  const auto e = export_and_run(compress::trace(*ms.module), nullptr, x, "ms_vs_dense", false);
+  const auto e = export_and_run(compress::trace(*ms.module), nullptr, x, "vit_ms_vs_dense", false);
   expect_close(e.ort, ms.forward(x), 0.0, kTol, "multi-scale logits");
   EXPECT_GT((e.ort - dense.forward(x)).abs().max().item<double>(), 1e-2);
 }
@@ -132,7 +116,7 @@ TEST(OnnxExportVit, Int8MatchesInt8Executor) {
   compress::calibrate(q, [&](int64_t i) { return calib.narrow(0, i * 8, 8); }, 2);
   compress::convert(q);
   const auto x = calib.narrow(0, 0, 4);
-  const auto e = export_and_run(*q.graph, q.plan.get(), x, "int8", true,
+  const auto e = export_and_run(*q.graph, q.plan.get(), x, "vit_int8", true,
                                 compress::cpu_has_avx512_vnni() ? "all" : "disabled");
   EXPECT_EQ(e.report.quantized_layers, 10);  // patch_embed, 2 x (qkv, proj, fc, proj), head
   const auto ours = q.model.forward(x), fp32 = m.forward(x);
