@@ -28,9 +28,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // 4 heads and 256 byte tokens: TP 2 and 4 divide heads, 4·d_model and the vocabulary; 4 layers for
-// 4 stages; 4 micro-batches per step so 1F1B reaches its steady state.
+// 4 stages; 4 micro-batches per step so 1F1B reaches its steady state. fp32 (the default recipe is
+// bf16): the layouts are compared with the one-rank run to fp32 rounding.
 std::vector<std::string> base_overrides(const std::string& corpus, int64_t steps) {
-  return {"xtrain.data.path=" + corpus, "xtrain.model.layers=4", "xtrain.model.d_model=32",
+  return {"bf16.enabled=false", "xtrain.data.path=" + corpus, "xtrain.model.layers=4", "xtrain.model.d_model=32",
           "xtrain.model.heads=4", "xtrain.model.seq_len=16", "xtrain.model.dropout=0",
           "train_micro_batch_size_per_gpu=2", "gradient_accumulation_steps=4", "gradient_clipping=0.5",
           "optimizer.type=AdamW", "optimizer.params.lr=0.003", "optimizer.params.weight_decay=0.1",
