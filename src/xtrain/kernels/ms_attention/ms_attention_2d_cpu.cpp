@@ -259,17 +259,21 @@ struct MultiScale2dFunction : public torch::autograd::Function<MultiScale2dFunct
 
 }  // namespace
 
-at::Tensor ms_attention_2d_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                               const std::vector<int64_t>& windows, int64_t gh, int64_t gw, bool cls_token,
-                               double dropout_p, std::optional<uint64_t> seed) {
-  acpu::check_fused_inputs(q, k, v, "attention (ms2d_fused_cpu)");
-  check_windows(q.size(1), windows);
+void check_grid_call(const at::Tensor& q, int64_t gh, int64_t gw, bool cls_token, double dropout_p) {
   const int64_t tokens = gh * gw + (cls_token ? 1 : 0);
   XTRAIN_USAGE_CHECK(gh >= 1 && gw >= 1 && q.size(2) == tokens, "attention: the 2-D grid ", gh, "x", gw,
                      cls_token ? " plus a class token" : "", " needs ", tokens, " tokens, got ", q.size(2),
                      " (xtrain.model grid / pool)");
   XTRAIN_USAGE_CHECK(dropout_p >= 0 && dropout_p < 1, "attention: dropout must be in [0, 1), got ", dropout_p,
                      " (xtrain.model.dropout)");
+}
+
+at::Tensor ms_attention_2d_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const std::vector<int64_t>& windows, int64_t gh, int64_t gw, bool cls_token,
+                               double dropout_p, std::optional<uint64_t> seed) {
+  acpu::check_fused_inputs(q, k, v, "attention (ms2d_fused_cpu)");
+  check_windows(q.size(1), windows);
+  check_grid_call(q, gh, gw, cls_token, dropout_p);
   MultiScale2d kernel;
   kernel.windows = windows;
   kernel.gh = gh;

@@ -23,6 +23,10 @@ at::Tensor ms_attention_2d_cpu(const at::Tensor& q, const at::Tensor& k, const a
                                const std::vector<int64_t>& windows, int64_t gh, int64_t gw, bool cls_token,
                                double dropout_p = 0.0, std::optional<uint64_t> seed = std::nullopt);
 
+// The grid checks every 2-D kernel makes (CPU and CUDA): q's T is gh·gw (+1 with a class token),
+// the grid is at least 1x1, dropout is in [0, 1). UsageError naming the setting otherwise.
+void check_grid_call(const at::Tensor& q, int64_t gh, int64_t gw, bool cls_token, double dropout_p);
+
 // The strip order: position i of the kernel's query order holds token strip_order(...)[i].
 std::vector<int64_t> strip_order_2d(int64_t gh, int64_t gw, bool cls_token, int64_t strip_width);
 

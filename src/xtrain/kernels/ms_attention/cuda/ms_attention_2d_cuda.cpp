@@ -11,6 +11,7 @@
 
 #include "xtrain/base/error.h"
 #include "xtrain/kernels/attention/dense_reference.h"
+#include "xtrain/kernels/ms_attention/cuda/binding.h"
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_2d_kernel.cuh"
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_cuda.h"
 #include "xtrain/kernels/ms_attention/ms_attention_2d_cpu.h"
@@ -20,18 +21,10 @@ namespace xtrain::kernels::ms_attention {
 
 namespace {
 
-cuda::Dtype dtype_of(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return cuda::Dtype::kFloat32;
-    case c10::ScalarType::BFloat16: return cuda::Dtype::kBFloat16;
-    case c10::ScalarType::Half: return cuda::Dtype::kFloat16;
-    default: XTRAIN_USAGE_ERROR("attention (ms2d_fused_cuda): dtype must be float32, bfloat16 or float16, got ", t);
-  }
-}
-
-at::Tensor unit_last(const at::Tensor& x) { return x.stride(3) == 1 ? x : x.contiguous(); }
-
-cuda::Strides strides_of(const at::Tensor& x) { return {x.stride(0), x.stride(1), x.stride(2)}; }
+using binding::dtype_of;
+using binding::strides_of;
+using binding::unit_last;
+constexpr const char* kKernel = "ms2d_fused_cuda";
 
 cuda::Problem2d problem_of(const at::Tensor& q, const std::vector<int64_t>& windows, int64_t gh, int64_t gw, bool cls,
                            double p, uint64_t seed) {
@@ -53,7 +46,7 @@ cuda::Problem2d problem_of(const at::Tensor& q, const std::vector<int64_t>& wind
 
 at::Tensor key_rows(const cuda::Problem2d& pr, const at::Tensor& x) {
   auto out = at::empty({pr.B * pr.NH, cuda::key_rows_2d(pr), pr.HS}, x.options().dtype(at::kFloat));
-  C10_CUDA_CHECK(cuda::launch_pool_2d(pr, x.data_ptr(), dtype_of(x.scalar_type()), strides_of(x),
+  C10_CUDA_CHECK(cuda::launch_pool_2d(pr, x.data_ptr(), dtype_of(x.scalar_type(), kKernel), strides_of(x),
                                       out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()));
   return out;
 }
@@ -74,7 +67,7 @@ struct Ms2dCudaFunction : public torch::autograd::Function<Ms2dCudaFunction> {
     const auto kr = key_rows(pr, k), vr = key_rows(pr, v);
     auto out = at::empty({pr.B, pr.T, pr.NH, pr.HS}, q.options());
     auto lse = at::empty({pr.B * pr.NH, pr.T}, q.options().dtype(at::kFloat));
-    C10_CUDA_CHECK(cuda::launch_forward_2d(pr, q.data_ptr(), strides_of(q), dtype_of(q.scalar_type()),
+    C10_CUDA_CHECK(cuda::launch_forward_2d(pr, q.data_ptr(), strides_of(q), dtype_of(q.scalar_type(), kKernel),
                                            kr.data_ptr<float>(), vr.data_ptr<float>(), out.data_ptr(),
                                            lse.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()));
     ctx->saved_data["windows"] = windows;
@@ -98,12 +91,12 @@ struct Ms2dCudaFunction : public torch::autograd::Function<Ms2dCudaFunction> {
     auto dq = at::empty({pr.B, pr.T, pr.NH, pr.HS}, q.options());
     auto dkr = at::zeros_like(kr), dvr = at::zeros_like(vr);
     C10_CUDA_CHECK(cuda::launch_backward_2d(pr, q.data_ptr(), strides_of(q), dout.data_ptr(), strides_of(dout),
-                                            out.data_ptr(), dtype_of(q.scalar_type()), kr.data_ptr<float>(),
+                                            out.data_ptr(), dtype_of(q.scalar_type(), kKernel), kr.data_ptr<float>(),
                                             vr.data_ptr<float>(), lse.data_ptr<float>(), dq.data_ptr(),
                                             dkr.data_ptr<float>(), dvr.data_ptr<float>(),
                                             c10::cuda::getCurrentCUDAStream().stream()));
     const auto heads = [&](const at::Tensor& rows, const at::Tensor& like) {
-      return rows.narrow(1, 0, pr.T).reshape({pr.B, pr.NH, pr.T, pr.HS}).to(like.scalar_type());
+      return binding::rows_to_heads(rows, like, pr.B, pr.NH, pr.T, pr.HS);
     };
     return {dq.permute({0, 2, 1, 3}), heads(dkr, k), heads(dvr, v), at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(), at::Tensor()};
@@ -115,26 +108,8 @@ struct Ms2dCudaFunction : public torch::autograd::Function<Ms2dCudaFunction> {
 at::Tensor ms_attention_2d_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const std::vector<int64_t>& windows, int64_t gh, int64_t gw, bool cls_token,
                                 double dropout_p, std::optional<uint64_t> seed) {
-  XTRAIN_USAGE_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes(),
-                     "attention (ms2d_fused_cuda): q, k, v must be one [B, NH, T, HS] shape, got ", q.sizes(), ", ",
-                     k.sizes(), ", ", v.sizes());
-  XTRAIN_USAGE_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(),
-                     "attention (ms2d_fused_cuda): q, k, v must be on one GPU, got ", q.device(), ", ", k.device(),
-                     ", ", v.device());
-  XTRAIN_USAGE_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-                         cuda_supports(q.size(3), q.scalar_type()),
-                     "attention (ms2d_fused_cuda): needs one dtype of float32/bfloat16/float16 and HS <= ",
-                     cuda::kMaxHeadSize, ", got ", q.scalar_type(), " HS=", q.size(3));
-  check_windows(q.size(1), windows);
-  XTRAIN_USAGE_CHECK(windows.size() <= static_cast<size_t>(cuda::kMaxWindows),
-                     "attention (ms2d_fused_cuda): at most ", cuda::kMaxWindows, " windows, got ", windows.size(),
-                     " (xtrain.model.attention.windows)");
-  const int64_t tokens = gh * gw + (cls_token ? 1 : 0);
-  XTRAIN_USAGE_CHECK(gh >= 1 && gw >= 1 && q.size(2) == tokens, "attention: the 2-D grid ", gh, "x", gw,
-                     cls_token ? " plus a class token" : "", " needs ", tokens, " tokens, got ", q.size(2),
-                     " (xtrain.model grid / pool)");
-  XTRAIN_USAGE_CHECK(dropout_p >= 0 && dropout_p < 1, "attention: dropout must be in [0, 1), got ", dropout_p,
-                     " (xtrain.model.dropout)");
+  binding::check_inputs(q, k, v, windows, kKernel);
+  check_grid_call(q, gh, gw, cls_token, dropout_p);
   const uint64_t s = dropout_p > 0 ? (seed ? *seed : attention::draw_dropout_seed()) : 0;
   return Ms2dCudaFunction::apply(q, k, v, windows, gh, gw, cls_token, dropout_p, static_cast<int64_t>(s));
 }

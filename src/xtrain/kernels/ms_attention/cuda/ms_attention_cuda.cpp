@@ -11,6 +11,7 @@
 
 #include "xtrain/base/error.h"
 #include "xtrain/kernels/attention/dense_reference.h"
+#include "xtrain/kernels/ms_attention/cuda/binding.h"
 #include "xtrain/kernels/ms_attention/cuda/ms_attention_kernel.cuh"
 #include "xtrain/kernels/ms_attention/ms_rules.h"
 #include "xtrain/kernels/ms_attention/windows.h"
@@ -19,19 +20,10 @@ namespace xtrain::kernels::ms_attention {
 
 namespace {
 
-cuda::Dtype dtype_of(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return cuda::Dtype::kFloat32;
-    case c10::ScalarType::BFloat16: return cuda::Dtype::kBFloat16;
-    case c10::ScalarType::Half: return cuda::Dtype::kFloat16;
-    default: XTRAIN_USAGE_ERROR("attention (ms_fused_cuda): dtype must be float32, bfloat16 or float16, got ", t);
-  }
-}
-
-// Last dimension contiguous, as the kernels index it.
-at::Tensor unit_last(const at::Tensor& x) { return x.stride(3) == 1 ? x : x.contiguous(); }
-
-cuda::Strides strides_of(const at::Tensor& x) { return {x.stride(0), x.stride(1), x.stride(2)}; }
+using binding::dtype_of;
+using binding::strides_of;
+using binding::unit_last;
+constexpr const char* kKernel = "ms_fused_cuda";
 
 cuda::Problem problem_of(const at::Tensor& q, const std::vector<int64_t>& windows, bool causal, double p,
                          uint64_t seed) {
@@ -50,7 +42,7 @@ cuda::Problem problem_of(const at::Tensor& q, const std::vector<int64_t>& window
 
 at::Tensor pooled(const cuda::Problem& pr, const at::Tensor& x) {
   auto out = at::empty({pr.B * pr.NH, total_rows(pr.T), pr.HS}, x.options().dtype(at::kFloat));
-  C10_CUDA_CHECK(cuda::launch_pool(pr, x.data_ptr(), dtype_of(x.scalar_type()), strides_of(x),
+  C10_CUDA_CHECK(cuda::launch_pool(pr, x.data_ptr(), dtype_of(x.scalar_type(), kKernel), strides_of(x),
                                    out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()));
   return out;
 }
@@ -65,7 +57,7 @@ struct MsCudaFunction : public torch::autograd::Function<MsCudaFunction> {
     const auto kp = pooled(pr, k), vp = pooled(pr, v);
     auto out = at::empty({pr.B, pr.T, pr.NH, pr.HS}, q.options());
     auto lse = at::empty({pr.B * pr.NH, pr.T}, q.options().dtype(at::kFloat));
-    C10_CUDA_CHECK(cuda::launch_forward(pr, q.data_ptr(), strides_of(q), dtype_of(q.scalar_type()),
+    C10_CUDA_CHECK(cuda::launch_forward(pr, q.data_ptr(), strides_of(q), dtype_of(q.scalar_type(), kKernel),
                                         kp.data_ptr<float>(), vp.data_ptr<float>(), out.data_ptr(),
                                         lse.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()));
     ctx->saved_data["windows"] = windows;
@@ -89,12 +81,12 @@ struct MsCudaFunction : public torch::autograd::Function<MsCudaFunction> {
     auto dq = at::empty({pr.B, pr.T, pr.NH, pr.HS}, q.options());
     auto dkp = at::zeros_like(kp), dvp = at::zeros_like(vp);
     C10_CUDA_CHECK(cuda::launch_backward(pr, q.data_ptr(), strides_of(q), dout.data_ptr(), strides_of(dout),
-                                         out.data_ptr(), dtype_of(q.scalar_type()), kp.data_ptr<float>(),
+                                         out.data_ptr(), dtype_of(q.scalar_type(), kKernel), kp.data_ptr<float>(),
                                          vp.data_ptr<float>(), lse.data_ptr<float>(), dq.data_ptr(),
                                          dkp.data_ptr<float>(), dvp.data_ptr<float>(),
                                          c10::cuda::getCurrentCUDAStream().stream()));
     const auto heads = [&](const at::Tensor& rows, const at::Tensor& like) {
-      return rows.narrow(1, 0, pr.T).reshape({pr.B, pr.NH, pr.T, pr.HS}).to(like.scalar_type());
+      return binding::rows_to_heads(rows, like, pr.B, pr.NH, pr.T, pr.HS);
     };
     return {dq.permute({0, 2, 1, 3}), heads(dkp, k), heads(dvp, v), at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor()};
@@ -111,19 +103,7 @@ bool cuda_supports(int64_t HS, c10::ScalarType dtype) {
 at::Tensor ms_attention_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const std::vector<int64_t>& windows, bool causal, double dropout_p,
                              std::optional<uint64_t> seed) {
-  XTRAIN_USAGE_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes(),
-                     "attention (ms_fused_cuda): q, k, v must be one [B, NH, T, HS] shape, got ", q.sizes(), ", ",
-                     k.sizes(), ", ", v.sizes());
-  XTRAIN_USAGE_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(),
-                     "attention (ms_fused_cuda): q, k, v must be on one GPU, got ", q.device(), ", ", k.device(),
-                     ", ", v.device());
-  XTRAIN_USAGE_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-                         cuda_supports(q.size(3), q.scalar_type()),
-                     "attention (ms_fused_cuda): needs one dtype of float32/bfloat16/float16 and HS <= ",
-                     cuda::kMaxHeadSize, ", got ", q.scalar_type(), " HS=", q.size(3));
-  check_windows(q.size(1), windows);
-  XTRAIN_USAGE_CHECK(windows.size() <= static_cast<size_t>(cuda::kMaxWindows), "attention (ms_fused_cuda): at most ",
-                     cuda::kMaxWindows, " windows, got ", windows.size(), " (xtrain.model.attention.windows)");
+  binding::check_inputs(q, k, v, windows, kKernel);
   XTRAIN_USAGE_CHECK(dropout_p >= 0 && dropout_p < 1, "attention: dropout must be in [0, 1), got ", dropout_p,
                      " (xtrain.model.dropout)");
   const uint64_t s = dropout_p > 0 ? (seed ? *seed : attention::draw_dropout_seed()) : 0;
