@@ -167,6 +167,12 @@ int run_tune(TuneArgs& a) {
   const auto space = tune::SearchSpace::load(a.space_path);
   o.trials = smoke::cap(o.trials, 2);  // XTRAIN_SMOKE (engine/smoke.h): each trial's train shrinks itself
   o.base_config_text = a.config_path.empty() ? default_config_text() : read_file(a.config_path);
+  if (a.config_path.empty()) {  // the default's machine adjustments, as `xtrain train` applies them
+    std::string note;
+    const auto adjust = default_config_overrides(o.fixed_overrides, &note);
+    o.fixed_overrides.insert(o.fixed_overrides.begin(), adjust.begin(), adjust.end());
+    if (!note.empty()) log::info("tune: ", note);
+  }
   if (o.study_dir.empty()) o.study_dir = default_study_dir(o.base_config_text);
   const auto prefix = trial_prefix(a.trial_command);
   tune::check_executable(prefix.front());

@@ -23,19 +23,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The built-in default trains in bf16 (configs/default.json) because on a CPU that multiplies bf16
-// natively (AVX512-BF16, AMX) oneDNN runs it at ~2x fp32's rate; elsewhere bf16 is emulated and
-// slower than fp32, so there the default falls back to fp32 and says so. A user's bf16 setting wins.
 config::Loaded load_default_config(config::LoadOptions options) {
-  const bool user_set = std::any_of(options.overrides.begin(), options.overrides.end(),
-                                    [](const std::string& o) { return o.rfind("bf16", 0) == 0; });
-  const bool fp32_fallback = !user_set && !base::cpu_has_native_bf16();
-  if (fp32_fallback) options.overrides.insert(options.overrides.begin(), "bf16.enabled=false");
+  std::string note;
+  const auto adjust = default_config_overrides(options.overrides, &note);
+  options.overrides.insert(options.overrides.begin(), adjust.begin(), adjust.end());
   auto loaded = config::load_text(default_config_text(), options, "configs/default.json");
-  if (fp32_fallback) {
-    loaded.notes.push_back("default recipe: fp32, not bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); "
-                           "--set bf16.enabled=true forces bf16");
-  }
+  if (!note.empty()) loaded.notes.push_back(note);
   return loaded;
 }
 
@@ -55,6 +48,21 @@ config::Loaded load_run_config_as_given(const TrainRequest& request, const std::
 }
 
 }  // namespace
+
+// The built-in default trains in bf16 (configs/default.json) because on a CPU that multiplies bf16
+// natively (AVX512-BF16, AMX) oneDNN runs it at ~2x fp32's rate; elsewhere bf16 is emulated and
+// slower than fp32, so there the default falls back to fp32 and says so. A user's bf16 setting wins.
+std::vector<std::string> default_config_overrides(const std::vector<std::string>& overrides, std::string* note) {
+  const bool user_set = std::any_of(overrides.begin(), overrides.end(), [](const std::string& o) {
+    return o.rfind("bf16", 0) == 0 || o.rfind("bfloat16", 0) == 0;
+  });
+  if (user_set || base::cpu_has_native_bf16()) return {};
+  if (note) {
+    *note = "default recipe: fp32, not bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); "
+            "--set bf16.enabled=true forces bf16";
+  }
+  return {"bf16.enabled=false"};
+}
 
 config::Loaded load_run_config(const TrainRequest& request, const std::string& run_dir) {
   auto loaded = load_run_config_as_given(request, run_dir);

@@ -38,6 +38,9 @@ struct TrainResult {
 
 // The built-in default config (configs/default.json, compiled in).
 const std::string& default_config_text();
+// What the built-in default needs on this machine before `overrides` (bf16.enabled=false on a CPU
+// without native bf16, unless `overrides` set bf16); *note says why, when there is anything.
+std::vector<std::string> default_config_overrides(const std::vector<std::string>& overrides, std::string* note);
 
 // Loads a config for a run: an explicit file, else the run directory's config.json on resume,
 // else the built-in default. Applies overrides; world size from the environment.
