@@ -146,15 +146,18 @@ at::Tensor VitImpl::forward(const at::Tensor& x) {
                      "models: vit expects images [B, ", ch, ", ", args_.image_h, ", ", args_.image_w, "], got ",
                      x.sizes(), " (xtrain.model.args.image_size / channels, or xtrain.data.image_size)");
   const int64_t B = x.size(0);
-  // [B, ch, gh·P, gw·P] -> [B, gh·gw, ch·P·P]: patches row-major, each flattened (c, y, x).
-  const auto patches = x.reshape({B, ch, gh, P, gw, P}).permute({0, 2, 4, 1, 3, 5}).reshape({B, gh * gw, ch * P * P});
-  auto h = patch_embed->forward(patches);
+  auto h = patch_embed->forward(patchify(x, gh, gw, P));
   if (cls_token.defined()) h = at::cat({cls_token.expand({B, 1, h.size(2)}), h}, 1);
   h = kernels::dropout(h + pos_embed, options_.dropout, is_training());
   for (const auto& b : *blocks) h = b->as<VitBlockImpl>()->forward(h);
   h = ln_f->forward(h);
   const auto pooled = cls_token.defined() ? h.select(1, 0) : h.mean(1);
   return head->forward(pooled);
+}
+
+at::Tensor patchify(const at::Tensor& images, int64_t gh, int64_t gw, int64_t patch) {
+  const int64_t B = images.size(0), ch = images.size(1), P = patch;
+  return images.reshape({B, ch, gh, P, gw, P}).permute({0, 2, 4, 1, 3, 5}).reshape({B, gh * gw, ch * P * P});
 }
 
 ModelEntry vit_entry() {

@@ -82,4 +82,8 @@ TORCH_MODULE(Vit);
 
 ModelEntry vit_entry();  // registered as "vit" (registry.cpp)
 
+// [B, ch, gh·P, gw·P] -> [B, gh·gw, ch·P·P]: patches row-major, each flattened (c, y, x). The
+// model's forward and the compress graph's Patchify op both cut images this way.
+at::Tensor patchify(const at::Tensor& images, int64_t gh, int64_t gw, int64_t patch);
+
 }  // namespace xtrain::models

@@ -11,6 +11,7 @@
 #include "xtrain/kernels/activation.h"
 #include "xtrain/kernels/attention/registry.h"
 #include "xtrain/kernels/linear.h"
+#include "xtrain/models/vit.h"
 
 namespace xtrain::compress {
 
@@ -18,30 +19,35 @@ namespace {
 
 at::Tensor maybe_relu(const Node& n, at::Tensor y) { return n.relu ? at::relu(y) : y; }
 
+// The fused qkv [B, T, 3C] as q, k, v [B, NH, T, HS] (select 0, 1, 2 of the result), and back.
+at::Tensor split_heads(const at::Tensor& qkv, int64_t NH) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  return qkv.view({B, T, 3, NH, C / NH}).permute({2, 0, 3, 1, 4});
+}
+at::Tensor merge_heads(const at::Tensor& y) {  // [B, NH, T, HS] -> [B, T, NH·HS]
+  return y.transpose(1, 2).reshape({y.size(0), y.size(2), y.size(1) * y.size(3)});
+}
+
 at::Tensor attention(const Node& n, const at::Tensor& qkv) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, NH = n.heads, HS = C / NH;
-  TORCH_CHECK(n.max_T <= 0 || T <= n.max_T, "compress: '", n.name, "' got T=", T, " > seq_len ", n.max_T);
-  const auto h = qkv.view({B, T, 3, NH, HS}).permute({2, 0, 3, 1, 4});
-  const auto y = kernels::attention::run_attention(h.select(0, 0), h.select(0, 1), h.select(0, 2), n.causal,
-                                                   n.windows, 0.0, "auto");
-  return y.transpose(1, 2).reshape({B, T, C});
+  TORCH_CHECK(n.max_T <= 0 || qkv.size(1) <= n.max_T, "compress: '", n.name, "' got T=", qkv.size(1), " > seq_len ",
+              n.max_T);
+  const auto h = split_heads(qkv, n.heads);
+  return merge_heads(kernels::attention::run_attention(h.select(0, 0), h.select(0, 1), h.select(0, 2), n.causal,
+                                                       n.windows, 0.0, "auto"));
 }
 
 // GridAttention: the same kernel call as nn::GridAttention's forward (run_attention_2d, "auto").
 at::Tensor grid_attention(const Node& n, const at::Tensor& qkv) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, NH = n.heads, HS = C / NH;
-  const auto h = qkv.view({B, T, 3, NH, HS}).permute({2, 0, 3, 1, 4});
-  const auto y = kernels::attention::run_attention_2d(h.select(0, 0), h.select(0, 1), h.select(0, 2), n.windows,
-                                                      n.grid_h, n.grid_w, n.cls_token, 0.0, "auto");
-  return y.transpose(1, 2).reshape({B, T, C});
+  const auto h = split_heads(qkv, n.heads);
+  return merge_heads(kernels::attention::run_attention_2d(h.select(0, 0), h.select(0, 1), h.select(0, 2), n.windows,
+                                                          n.grid_h, n.grid_w, n.cls_token, 0.0, "auto"));
 }
 
-// [B, ch, gh·P, gw·P] -> [B, gh·gw, ch·P·P], as models::Vit's forward.
 at::Tensor patchify(const Node& n, const at::Tensor& x) {
-  const int64_t B = x.size(0), ch = x.size(1), P = n.patch, gh = n.grid_h, gw = n.grid_w;
+  const int64_t P = n.patch, gh = n.grid_h, gw = n.grid_w;
   TORCH_CHECK(x.dim() == 4 && x.size(2) == gh * P && x.size(3) == gw * P, "compress: '", n.name, "' expects images [B, ",
-              ch, ", ", gh * P, ", ", gw * P, "], got ", x.sizes());
-  return x.reshape({B, ch, gh, P, gw, P}).permute({0, 2, 4, 1, 3, 5}).reshape({B, gh * gw, ch * P * P});
+              x.size(1), ", ", gh * P, ", ", gw * P, "], got ", x.sizes());
+  return models::patchify(x, gh, gw, P);
 }
 
 at::Tensor tokens_pos(const Node& n, const at::Tensor& x) {
