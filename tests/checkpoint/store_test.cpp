@@ -85,6 +85,31 @@ TEST(Checkpoint, RoundTripsEveryDtypeAndShape) {
   EXPECT_EQ(manifest["files"]["notes.txt"]["sha256"], "2db804ec6d7859a599603ec30482377860aedc77d6f8f62d31cdf69d5d7d3599");
 }
 
+// A file and tensor scope: the files on disk carry both prefixes, an unscoped reader sees them, a
+// reader scoped the same way gets the writer's own names back.
+TEST(Checkpoint, TensorScopeRenamesOnWriteAndBackOnRead) {
+  const std::string root = testing::temp_dir("ckpt-scope");
+  const NamedTensors t = sample_tensors();
+  CheckpointWriter w(root, "step1", 0);
+  w.write_tensors("model.pt", t);
+  w.set_scope("rank_1_", "rank_1/");
+  EXPECT_EQ(w.scope(), (std::pair<std::string, std::string>{"rank_1_", "rank_1/"}));
+  w.write_tensors("model.pt", t);
+  w.set_scope("");
+  w.write_text("notes.txt", "after");
+  w.finish_rank();
+  w.commit();
+  const CheckpointReader r(root);
+  EXPECT_EQ(r.files(), (std::vector<std::string>{"model.pt", "notes.txt", "rank_1_model.pt"}));
+  const auto raw = r.read_tensors("rank_1_model.pt");
+  ASSERT_EQ(raw.size(), t.size());
+  for (size_t i = 0; i < t.size(); ++i) EXPECT_EQ(raw[i].first, "rank_1/" + t[i].first);
+  const auto scoped = r.scoped("rank_1_", "rank_1/");
+  EXPECT_EQ(scoped.files(), (std::vector<std::string>{"model.pt"}));
+  expect_same(scoped.read_tensors("model.pt"), t);
+  expect_same(r.read_tensors("model.pt"), t);
+}
+
 bool have_python_torch() { return testing::run_command("/usr/bin/python3 -c 'import torch'") == 0; }
 
 TEST(Checkpoint, PythonTorchLoadReadsOurFilesAndWeReadTorchSave) {

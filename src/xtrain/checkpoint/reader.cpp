@@ -55,7 +55,11 @@ NamedTensors CheckpointReader::read_tensors(const std::string& file) const {
   auto it = m.files.find(name);
   XTRAIN_USAGE_CHECK(it != m.files.end(), "checkpoint ", dir_, " has no file ", name);
   TORCH_CHECK(it->second.kind == "tensors", "checkpoint ", dir_, ": ", name, " is a ", it->second.kind, " file");
-  return read_tensor_file(dir_ + "/" + name);
+  auto tensors = read_tensor_file(dir_ + "/" + name);
+  for (auto& [n, t] : tensors) {
+    if (!tensor_scope_.empty() && n.compare(0, tensor_scope_.size(), tensor_scope_) == 0) n = n.substr(tensor_scope_.size());
+  }
+  return tensors;
 }
 
 std::string CheckpointReader::read_text(const std::string& file) const {
@@ -75,9 +79,10 @@ std::vector<std::string> CheckpointReader::files() const {
   return out;
 }
 
-CheckpointReader CheckpointReader::scoped(const std::string& prefix) const {
+CheckpointReader CheckpointReader::scoped(const std::string& prefix, const std::string& tensor_prefix) const {
   CheckpointReader out = *this;
   out.scope_ = scope_ + prefix;
+  out.tensor_scope_ = tensor_scope_ + tensor_prefix;
   return out;
 }
 

@@ -39,11 +39,17 @@ class CheckpointWriter {
   // A file written as given (copied from another checkpoint): `kind` "tensors" or "text".
   void write_bytes(const std::string& file, const std::string& bytes, const std::string& kind);
   const std::string& tag() const { return tag_; }
-  // Prefixes every later file name (model-parallel ranks sharing a tag: "mp_rank_01_").
-  void set_scope(std::string prefix) { scope_ = std::move(prefix); }
+  // Prefixes every later file name (model-parallel ranks sharing a tag: "mp_rank_01_") and, when
+  // given, every later tensor name (ranks that write the same tensors into one tag keep the names
+  // unique, as fingerprint() needs: "local_sgd_rank_1/").
+  void set_scope(std::string file_prefix, std::string tensor_prefix = "") {
+    scope_ = std::move(file_prefix);
+    tensor_scope_ = std::move(tensor_prefix);
+  }
+  std::pair<std::string, std::string> scope() const { return {scope_, tensor_scope_}; }
 
  private:
-  std::string root_, tag_, tmp_dir_, scope_;
+  std::string root_, tag_, tmp_dir_, scope_, tensor_scope_;
   int64_t rank_;
   struct Record {
     std::string file, sha256, kind;  // kind: "tensors" | "text"
@@ -67,14 +73,14 @@ class CheckpointReader {
   const std::string& dir() const { return dir_; }
   std::string extra_json() const;  // the `extra` object given to commit()
   std::string kind(const std::string& file) const;  // "tensors" | "text"
-  // A reader of the files written under CheckpointWriter::set_scope(prefix), by their unprefixed
-  // names (files() lists only those).
-  CheckpointReader scoped(const std::string& prefix) const;
+  // A reader of the files written under CheckpointWriter::set_scope(prefix, tensor_prefix), by their
+  // unprefixed file names (files() lists only those) and tensor names.
+  CheckpointReader scoped(const std::string& prefix, const std::string& tensor_prefix = "") const;
 
  private:
   std::string root_, tag_, dir_;
   std::string manifest_;
-  std::string scope_;
+  std::string scope_, tensor_scope_;
 };
 
 // Tags under root, oldest first (by the order they were committed).

@@ -114,7 +114,12 @@ void CheckpointWriter::write_tensors(const std::string& file, const NamedTensors
   const std::string name = scope_ + file;
   check_file_name(name);
   for (const Record& r : records_) TORCH_CHECK(r.file != name, "checkpoint: file '", name, "' written twice");
-  const FileDigest d = write_tensor_file(tmp_dir_ + "/" + name, tensors);
+  NamedTensors renamed;
+  if (!tensor_scope_.empty()) {
+    renamed.reserve(tensors.size());
+    for (const auto& [n, t] : tensors) renamed.emplace_back(tensor_scope_ + n, t);
+  }
+  const FileDigest d = write_tensor_file(tmp_dir_ + "/" + name, tensor_scope_.empty() ? tensors : renamed);
   records_.push_back({name, d.sha256, "tensors", d.bytes});
 }
 

@@ -6,9 +6,7 @@
 // prefixed "local_sgd_rank_<r>/" (names stay unique across files), and local_sgd.pt (the
 // counters; nesterov's anchor and momentum).
 #include <ATen/core/grad_mode.h>
-#include <stdlib.h>
 
-#include <filesystem>
 
 #include "xtrain/base/error.h"
 #include "xtrain/checkpoint/store.h"
@@ -19,38 +17,10 @@
 
 namespace xtrain {
 namespace {
-std::string rank_prefix(int rank) { return c10::str("local_sgd_rank_", rank, "_"); }
-
-// A temporary folder for one rank's strategy files, removed on scope exit.
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "xtrain-local-sgd-XXXXXX").string();
-    XTRAIN_USAGE_CHECK(::mkdtemp(tmpl.data()) != nullptr, "local_sgd: cannot make a temporary folder like ", tmpl);
-    path = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
-// Every file of `from` into `to` as file_add + name; tensor names lose `strip` and gain `add`.
-void copy_renamed(const checkpoint::CheckpointReader& from, checkpoint::CheckpointWriter& to, const std::string& file_add,
-                  const std::string& add, const std::string& strip) {
-  for (const auto& file : from.files()) {
-    if (from.kind(file) != "tensors") {
-      to.write_text(file_add + file, from.read_text(file));
-      continue;
-    }
-    auto tensors = from.read_tensors(file);
-    for (auto& [name, t] : tensors) {
-      if (!strip.empty() && name.rfind(strip, 0) == 0) name = name.substr(strip.size());
-      name = add + name;
-    }
-    to.write_tensors(file_add + file, tensors);
-  }
-}
+// Rank r > 0 keeps its own parameters and optimizer state: files "local_sgd_rank_<r>_*", tensors
+// "local_sgd_rank_<r>/<name>", so that no tensor name appears in two files (fingerprint()).
+std::string rank_file_prefix(int rank) { return c10::str("local_sgd_rank_", rank, "_"); }
+std::string rank_tensor_prefix(int rank) { return c10::str("local_sgd_rank_", rank, "/"); }
 }  // namespace
 
 void check_local_sgd(const config::Config& c) {
@@ -84,9 +54,7 @@ void Engine::start_local_sgd() {
 
 int64_t Engine::comm_bytes() const { return dp_->stats().sent_bytes; }
 
-// Rank r > 0: the strategy's files (written to a scratch checkpoint) under the file prefix
-// "local_sgd_rank_<r>_", their tensors renamed "local_sgd_rank_<r>/<name>" so that no tensor name
-// appears in two files (checkpoint::fingerprint needs unique names).
+// Rank r > 0: the strategy's files under this rank's file and tensor scope.
 void Engine::save_local_sgd(checkpoint::CheckpointWriter& writer) const {
   const int rank = dp_->rank();
   if (rank == 0) {
@@ -94,30 +62,18 @@ void Engine::save_local_sgd(checkpoint::CheckpointWriter& writer) const {
     writer.write_tensors("local_sgd.pt", local_sgd_->state_tensors());
     return;
   }
-  const ScratchDir scratch;
-  {
-    checkpoint::CheckpointWriter w(scratch.path, "rank", 0);
-    strategy_->save(w);  // its group is this rank alone: it writes on every rank
-    w.finish_rank();
-    w.commit();
-  }
-  copy_renamed(checkpoint::CheckpointReader(scratch.path, "rank"), writer, rank_prefix(rank),
-               c10::str("local_sgd_rank_", rank, "/"), "");
+  const auto [files, tensors] = writer.scope();
+  writer.set_scope(files + rank_file_prefix(rank), tensors + rank_tensor_prefix(rank));
+  strategy_->save(writer);  // its group is this rank alone: it writes on every rank
+  writer.set_scope(files, tensors);
 }
 
 // A checkpoint without this rank's files (written by plain data parallelism, or by fewer ranks)
 // gives every rank rank 0's parameters and optimizer state.
 void Engine::load_local_sgd(const checkpoint::CheckpointReader& reader, bool load_optimizer) {
   const int rank = dp_->rank();
-  if (rank != 0 && reader.has_file(rank_prefix(rank) + "model.pt")) {
-    const ScratchDir scratch;
-    {
-      checkpoint::CheckpointWriter w(scratch.path, "rank", 0);
-      copy_renamed(reader.scoped(rank_prefix(rank)), w, "", "", c10::str("local_sgd_rank_", rank, "/"));
-      w.finish_rank();
-      w.commit();
-    }
-    strategy_->load(checkpoint::CheckpointReader(scratch.path, "rank"), load_optimizer);
+  if (rank != 0 && reader.has_file(rank_file_prefix(rank) + "model.pt")) {
+    strategy_->load(reader.scoped(rank_file_prefix(rank), rank_tensor_prefix(rank)), load_optimizer);
   } else {
     strategy_->load(reader, load_optimizer);
   }
