@@ -54,18 +54,20 @@ void check_all_reduce(Communicator& c) {
   expect_equal(mn, input_of(0, 4, at::kFloat), "all_reduce min");
   EXPECT_THROW(c.all_reduce(at::zeros({2}, at::kLong), ReduceOp::kAvg), c10::Error);
   // bf16 goes round two rings (reduce-scatter, all-gather; padded to W slices): max/avg, and a
-  // larger buffer whose sums bf16 holds exactly (values repeat with period 61; the reduce-scatter
-  // ring's pieces are covered by check_reduce_scatter).
+  // larger buffer whose sums bf16 holds exactly (values repeat with period 61), its W slices each
+  // several ring pieces long and not a multiple of them, so that the all-gather ring passes pieces on
+  // while the rest of their slice is on the way (the reduce-scatter ring's pieces are covered by
+  // check_reduce_scatter too).
   at::Tensor bmx = input_of(r, 37, at::kBFloat16), bavg = input_of(r, 37, at::kBFloat16);
   c.all_reduce(bmx, ReduceOp::kMax);
   c.all_reduce(bavg, ReduceOp::kAvg);
   expect_equal(bmx, input_of(W - 1, 37, at::kBFloat16), "bf16 all_reduce max");
   testing::expect_close(bavg.to(at::kDouble), sum_over_ranks(W, 37, at::kDouble).div(W), 1.0 / 256, 0, "bf16 avg");
-  const int64_t big = 100003;
+  const int64_t big = Communicator::kRingPieceElements + 3;
   at::Tensor periodic = at::arange(big, at::kLong).remainder(61);
   at::Tensor b = (periodic + r).to(at::kBFloat16);
   c.all_reduce(b);
-  expect_equal(b, (periodic * W + W * (W - 1) / 2).to(at::kBFloat16), "bf16 all_reduce of 100003 elements");
+  expect_equal(b, (periodic * W + W * (W - 1) / 2).to(at::kBFloat16), "bf16 all_reduce of 2^22 + 3 elements");
 }
 
 // CommStats: calls of each collective and the bytes this rank sends (bf16 all-reduce: half fp32's).

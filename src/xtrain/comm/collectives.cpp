@@ -2,7 +2,7 @@
 // supports (byte-moving ops view unsupported types as bytes), and returns a Work whose completion
 // step copies back / averages. reduce_scatter is a ring over send/recv on the communicator's
 // executor thread (Gloo in LibTorch 1.13 has no reduce_scatter), reducing and writing its output
-// piece by piece; a bf16 all_reduce is that ring followed by a ring all-gather, so bf16 gradients
+// piece by piece, several pieces in flight; a bf16 all_reduce is that ring followed by a ring all-gather, so bf16 gradients
 // travel as bf16 (communication_data_type) where widening them for Gloo would double the bytes.
 #include <ATen/ops/add.h>
 #include <ATen/ops/div.h>
@@ -84,11 +84,23 @@ void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp
 
 // Ring reduce-scatter: W-1 steps; at step s rank r sends chunk (r-s-1) (its partial sum) to r+1
 // and receives chunk (r-s-2) from r-1, adding its own contribution. After the last step chunk r
-// holds every rank's contribution. Each rank sends (W-1)/W of the input once. The chunks go
-// around in pieces, so the working buffers are a few pieces in the type of the reduction (fp32 for
-// bf16 input, whose slices are widened a piece at a time; partial sums travel in fp32) however
-// large the input: a stage-3 unit's gradients are reduced without a second copy of them.
-constexpr int64_t kRingPiece = Communicator::kRingPieceElements;
+// holds every rank's contribution. Each rank sends (W-1)/W of the input once.
+//
+// The chunks go around in pieces, kRingDepth of them in flight at once: while one piece is added
+// the link carries the others, and Gloo's per-message handshake (the receiver announces its buffer
+// before the sender writes) overlaps the data of the pieces ahead instead of idling the link. Lock
+// step (one piece out, wait, add, the next) ran at half the link's rate when both directions of a
+// link were busy, as they are on 2 ranks: the handshake of the next piece queued behind the other
+// direction's data. Working buffers are kRingDepth pieces in the type of the reduction (fp32 for
+// bf16 input, widened a piece at a time; partial sums travel in fp32) however large the input: a
+// stage-3 unit's gradients are reduced without a second copy of them.
+//
+// Every rank posts its sends and receives in the same order, so on each pair the k-th receive
+// posted matches the k-th send (Gloo matches messages of one tag and peer in order).
+constexpr int64_t kRingPiece = int64_t{1} << 18;
+constexpr int kRingDepth = 8;
+
+int ring_index(int i, int size) { return ((i % size) + size) % size; }
 
 void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const at::Tensor& input,
                          const at::Tensor& output, ReduceOp op, int tag) {
@@ -100,34 +112,67 @@ void ring_reduce_scatter(c10d::ProcessGroupGloo& pg, int rank, int size, const a
   const auto work_options = input.options().dtype(reducible_type(input.scalar_type()));
   const bool widen = work_options.dtype() != input.dtype();
   const int64_t piece = std::min(kRingPiece, std::max<int64_t>(n, 1));
-  at::Tensor acc = at::empty({piece}, work_options);
-  at::Tensor incoming = at::empty({piece}, work_options);
-  // The first hop carries a rank's own slice, not a partial sum: bf16 travels as bf16 (half the
-  // bytes) and is widened on arrival, which gives the same fp32 values as widening before sending.
-  at::Tensor incoming_raw = widen ? at::empty({piece}, input.options()) : at::Tensor();
-  at::Tensor result = widen || op == ReduceOp::kAvg ? at::empty({piece}, work_options) : at::Tensor();
+  const int64_t pieces = (n + piece - 1) / piece;
+  const int depth = static_cast<int>(std::min<int64_t>(kRingDepth, std::max<int64_t>(pieces, 1)));
   const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-  for (int64_t off = 0; off < n; off += piece) {
-    const int64_t len = std::min(piece, n - off);
-    auto slice = [&](int i) { return input.narrow(0, static_cast<int64_t>(i) * n + off, len); };
-    auto a = acc.narrow(0, 0, len), in = incoming.narrow(0, 0, len);
-    auto out = result.defined() ? result.narrow(0, 0, len) : output.narrow(0, off, len);
-    for (int s = 0; s < size - 1; ++s) {
-      const int send_idx = ((rank - s - 1) % size + size) % size;
-      const int recv_idx = ((rank - s - 2) % size + size) % size;
-      const bool raw = s == 0 && widen;  // bf16 bytes (Gloo has no bf16 type)
-      std::vector<at::Tensor> to_send{s == 0 ? movable(slice(send_idx)) : a};
-      std::vector<at::Tensor> to_recv{raw ? movable(incoming_raw.narrow(0, 0, len)) : in};
-      auto sw = pg.send(to_send, next, tag);
-      auto rw = pg.recv(to_recv, prev, tag);
-      rw->wait();
-      sw->wait();
-      if (raw) in.copy_(incoming_raw.narrow(0, 0, len));
-      at::Tensor target = s == size - 2 ? out : a;
-      combine(target, in, widen ? slice(recv_idx).to(work_options.dtype()) : slice(recv_idx), op);
+
+  struct Slot {
+    int64_t off = 0, len = 0;
+    int step = 0;
+    bool active = false;
+    at::Tensor acc, incoming, incoming_raw, result;
+    compat::WorkPtr sent, received;
+  };
+  std::vector<Slot> slots(depth);
+  for (auto& sl : slots) {
+    sl.acc = at::empty({piece}, work_options);
+    sl.incoming = at::empty({piece}, work_options);
+    // The first hop carries a rank's own slice, not a partial sum: bf16 travels as bf16 (half the
+    // bytes) and is widened on arrival, which gives the same fp32 values as widening before sending.
+    if (widen) sl.incoming_raw = at::empty({piece}, input.options());
+    if (widen || op == ReduceOp::kAvg) sl.result = at::empty({piece}, work_options);
+  }
+  auto slice = [&](const Slot& sl, int i) { return input.narrow(0, static_cast<int64_t>(i) * n + sl.off, sl.len); };
+  auto post = [&](Slot& sl) {  // step sl.step's send (own slice or partial sum) and receive
+    const bool raw = sl.step == 0 && widen;  // bf16 bytes (Gloo has no bf16 type)
+    std::vector<at::Tensor> to_send{sl.step == 0 ? movable(slice(sl, ring_index(rank - 1, size)))
+                                                 : sl.acc.narrow(0, 0, sl.len)};
+    std::vector<at::Tensor> to_recv{raw ? movable(sl.incoming_raw.narrow(0, 0, sl.len)) : sl.incoming.narrow(0, 0, sl.len)};
+    sl.sent = pg.send(to_send, next, tag);
+    sl.received = pg.recv(to_recv, prev, tag);
+  };
+  int64_t next_piece = 0;
+  auto start = [&](Slot& sl) {
+    sl.active = next_piece < pieces;
+    if (!sl.active) return;
+    sl.off = next_piece++ * piece;
+    sl.len = std::min(piece, n - sl.off);
+    sl.step = 0;
+    post(sl);
+  };
+  for (auto& sl : slots) start(sl);
+  for (int active = depth; active > 0;) {
+    for (auto& sl : slots) {
+      if (!sl.active) continue;
+      sl.received->wait();
+      sl.sent->wait();  // acc is about to be overwritten
+      auto in = sl.incoming.narrow(0, 0, sl.len);
+      if (sl.step == 0 && widen) in.copy_(sl.incoming_raw.narrow(0, 0, sl.len));
+      const int recv_idx = ring_index(rank - sl.step - 2, size);
+      const bool last = sl.step == size - 2;
+      at::Tensor target = !last ? sl.acc.narrow(0, 0, sl.len)
+                                : sl.result.defined() ? sl.result.narrow(0, 0, sl.len) : output.narrow(0, sl.off, sl.len);
+      combine(target, in, widen ? slice(sl, recv_idx).to(work_options.dtype()) : slice(sl, recv_idx), op);
+      if (!last) {
+        ++sl.step;
+        post(sl);
+        continue;
+      }
+      if (op == ReduceOp::kAvg) target.div_(size);
+      if (sl.result.defined()) output.narrow(0, sl.off, sl.len).copy_(target);
+      start(sl);
+      if (!sl.active) --active;
     }
-    if (op == ReduceOp::kAvg) out.div_(size);
-    if (result.defined()) output.narrow(0, off, len).copy_(out);
   }
 }
 
@@ -143,19 +188,33 @@ int64_t ring_reduce_scatter_bytes(int size, int64_t n, at::ScalarType dtype) {
 // Ring all-gather in place over send/recv: chunk r of `buf` (size × chunk elements) is rank r's;
 // at step s rank r passes chunk (r-s) on to r+1 and receives chunk (r-s-1) from r-1. Each rank
 // sends W-1 chunks. Over send/recv with our own tags (like the reduce-scatter ring), so it can run
-// on the executor thread without taking a c10d collective tag out of order.
+// on the executor thread without taking a c10d collective tag out of order. In pieces: a piece
+// received at step s is passed on as soon as it has arrived, while the rest of its chunk is still
+// on the way; every receive is posted up front (they land in `buf`: no working memory).
 void ring_all_gather(c10d::ProcessGroupGloo& pg, int rank, int size, const at::Tensor& buf, int64_t chunk, int tag) {
   const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  const int64_t piece = std::min(kRingPiece, std::max<int64_t>(chunk, 1));
+  auto piece_of = [&](int idx, int64_t off) {
+    return movable(buf.narrow(0, idx * chunk + off, std::min(piece, chunk - off)));
+  };
+  std::vector<compat::WorkPtr> sent, received, arrived;
   for (int s = 0; s < size - 1; ++s) {
-    const int send_idx = ((rank - s) % size + size) % size;
-    const int recv_idx = ((rank - s - 1) % size + size) % size;
-    std::vector<at::Tensor> to_send{movable(buf.narrow(0, send_idx * chunk, chunk))};
-    std::vector<at::Tensor> to_recv{movable(buf.narrow(0, recv_idx * chunk, chunk))};
-    auto sw = pg.send(to_send, next, tag);
-    auto rw = pg.recv(to_recv, prev, tag);
-    rw->wait();
-    sw->wait();
+    const int send_idx = ring_index(rank - s, size), recv_idx = ring_index(rank - s - 1, size);
+    received.clear();
+    for (int64_t off = 0; off < chunk; off += piece) {
+      std::vector<at::Tensor> to_recv{piece_of(recv_idx, off)};
+      received.push_back(pg.recv(to_recv, prev, tag));
+    }
+    size_t k = 0;
+    for (int64_t off = 0; off < chunk; off += piece, ++k) {
+      if (s > 0) arrived[k]->wait();  // this piece of chunk send_idx came in at step s-1
+      std::vector<at::Tensor> to_send{piece_of(send_idx, off)};
+      sent.push_back(pg.send(to_send, next, tag));
+    }
+    arrived.swap(received);
   }
+  for (auto& w : arrived) w->wait();
+  for (auto& w : sent) w->wait();
 }
 
 }  // namespace

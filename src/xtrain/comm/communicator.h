@@ -87,8 +87,9 @@ class Communicator {
   Work all_gather(const at::Tensor& input, const std::vector<at::Tensor>& outputs, bool async = false);
   // input: size() equal slices; rank r's output (slice-sized) gets the reduction of slice r.
   // A ring over send/recv: each rank sends (W-1)/W of the input, half of an all-reduce. The slices
-  // go around in pieces of kRingPieceElements, so the extra memory is a few pieces (bf16 is widened
-  // to fp32 a piece at a time), not a copy of the input.
+  // go around in pieces, several in flight, so the extra memory is a few MiB (bf16 is widened to
+  // fp32 a piece at a time), not a copy of the input. Callers that cast or stage a large input
+  // before reducing it do so kRingPieceElements per slice at a time.
   static constexpr int64_t kRingPieceElements = int64_t{1} << 22;
   Work reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op = ReduceOp::kSum,
                       bool async = false);
