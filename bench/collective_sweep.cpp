@@ -1,8 +1,8 @@
 // Time per collective against message size, for fitting the alpha-beta model of `xtrain plan`
 // (bench/multi_node.py runs it on every node of a namespace cluster). One process per rank, joined
 // through xtrain's Communicator from torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT): all_reduce (Gloo's ring) and reduce_scatter (xtrain's ring over send/recv) of fp32
-// buffers, a barrier before each repetition, the median of REPS. Rank 0 prints one JSON object per
+// MASTER_PORT): all_reduce (Gloo's ring), reduce_scatter and all_gather (xtrain's rings over
+// send/recv) of fp32 buffers (bytes: the full buffer), a barrier before each repetition, the median of REPS. Rank 0 prints one JSON object per
 // (op, bytes) line. Not a test: no reference result, only times.
 //   RANK=0 WORLD_SIZE=1 build/bench/bench_collective_sweep [reps] [max_bytes]
 #include <ATen/Functions.h>
@@ -52,9 +52,11 @@ int main(int argc, char** argv) {
     at::Tensor buf = at::ones({n}, at::kFloat), out = at::empty({n / w}, at::kFloat);
     const double ar = time_op(*comm, reps, [&] { comm->all_reduce(buf); });
     const double rs = time_op(*comm, reps, [&] { comm->reduce_scatter(buf, out); });
+    const double ag = time_op(*comm, reps, [&] { comm->all_gather(out, buf); });
     if (comm->rank() == 0) {
       std::printf("{\"op\": \"all_reduce\", \"world\": %d, \"bytes\": %lld, \"seconds\": %.6e}\n", w, (long long)(n * 4), ar);
       std::printf("{\"op\": \"reduce_scatter\", \"world\": %d, \"bytes\": %lld, \"seconds\": %.6e}\n", w, (long long)(n * 4), rs);
+      std::printf("{\"op\": \"all_gather\", \"world\": %d, \"bytes\": %lld, \"seconds\": %.6e}\n", w, (long long)(n * 4), ag);
       std::fflush(stdout);
     }
   }

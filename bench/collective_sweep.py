@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The same sweep as bench/collective_sweep.cpp through Debian's torch.distributed (the same Gloo
-library LibTorch links), for when the C++ program is not built: all_reduce (Gloo's ring) and a
-ring reduce-scatter over isend/irecv (what xtrain's Communicator::reduce_scatter does; torch 1.13's
-Gloo has no reduce_scatter), fp32, a barrier before each repetition, the median of REPS averaged
+library LibTorch links), for when the C++ program is not built, and as the peer of xtrain's rings:
+all_reduce (Gloo's ring), a ring reduce-scatter over isend/irecv (torch 1.13's Gloo has no
+reduce_scatter; one whole slice per message, as xtrain's ring did before it pipelined pieces) and
+Gloo's all_gather, fp32, a barrier before each repetition, the median of REPS averaged
 over ranks. Rank 0 prints one JSON object per (op, bytes). Ranks from RANK/WORLD_SIZE/MASTER_*.
   usage: collective_sweep.py [reps] [max_bytes]
 """
@@ -53,8 +54,9 @@ def main():
         buf, out = torch.ones(n), torch.empty(n // w)
         ar = time_op(reps, lambda: dist.all_reduce(buf))
         rs = time_op(reps, lambda: ring_reduce_scatter(buf, out, rank, w))
+        ag = time_op(reps, lambda: dist.all_gather(list(buf.chunk(w)), out))
         if rank == 0:
-            for op, sec in (("all_reduce", ar), ("reduce_scatter", rs)):
+            for op, sec in (("all_reduce", ar), ("reduce_scatter", rs), ("all_gather", ag)):
                 print(json.dumps({"op": op, "world": w, "bytes": n * 4, "seconds": sec}), flush=True)
         size *= 4
     dist.barrier()

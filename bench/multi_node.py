@@ -4,8 +4,9 @@
 
 For each link (unshaped veth, tbf 25, 10, 1 gbit):
   1. bench_collective_sweep on 2 and 4 nodes (collective_sweep.py, the same in torch.distributed, when
-     the C++ one is not built): all-reduce (Gloo's ring) and a ring reduce-scatter of 4 KiB..64 MiB; alpha and beta fitted by least squares on relative error over both ops
-     and both sizes of group (t = k_b·n·beta + k_a·alpha, with the ring's k), printed with the fit's error.
+     the C++ one is not built): all-reduce (Gloo's ring), ring reduce-scatter and ring all-gather of 4 KiB..64 MiB; alpha and beta fitted by least squares on relative error over the ops
+     and both sizes of group, 1 MiB and up (t = k_b·n·beta + k_a·alpha, with the ring's k; fit_alpha_beta
+     says why not the smaller ones), printed with the fit's error over every size.
   2. xtrain train with 1 rank per node (RANK/WORLD_SIZE/MASTER_ADDR set as a launcher would,
      GLOO_SOCKET_IFNAME=eth0, one thread each), a few steps; tokens/s from metrics.jsonl between
      the first and last logged step; efficiency = tokens/s(N) / (N x tokens/s(1)).
@@ -155,16 +156,28 @@ def ring_coefficients(op, p, n):
     return float(p - 1) / p * n, float(p - 1)
 
 
+FIT_MIN_BYTES = 1 << 20
+
+
 def fit_alpha_beta(points):
-    """Least squares on relative error: minimise sum(((kb·beta + ka·alpha) - t) / t)^2."""
+    """Least squares on relative error, minimise sum(((kb·beta + ka·alpha) - t) / t)^2, over the
+    collectives of at least FIT_MIN_BYTES: the sizes training sends (gradient buckets, ZeRO
+    partitions). Below that, on these tbf-shaped veth links, a collective's time is set by the token
+    bucket's burst and TCP's acknowledgement timing rather than by alpha + n·beta (64 KiB on 4 nodes
+    at 1 gbit: 3 ms, 4 KiB: 0.3 ms); fitted together with the large ones, those points pulled beta to
+    1.33 Gbit/s on a 1 Gbit/s link, every large collective then 1.5x its fit. A negative alpha is
+    refitted as 0. The errors below are reported over every point, the small ones too."""
+    fitted = [p for p in points if p["bytes"] >= FIT_MIN_BYTES] or points
     s_bb = s_ba = s_aa = s_bt = s_at = 0.0
-    for p in points:
+    for p in fitted:
         kb, ka = ring_coefficients(p["op"], p["world"], p["bytes"])
         kb, ka, t = kb / p["seconds"], ka / p["seconds"], 1.0
         s_bb, s_ba, s_aa, s_bt, s_at = s_bb + kb * kb, s_ba + kb * ka, s_aa + ka * ka, s_bt + kb * t, s_at + ka * t
     det = s_bb * s_aa - s_ba * s_ba
     beta = (s_bt * s_aa - s_at * s_ba) / det
     alpha = (s_bb * s_at - s_ba * s_bt) / det
+    if alpha < 0:
+        alpha, beta = 0.0, s_bt / s_bb
     errs = []
     for p in points:
         kb, ka = ring_coefficients(p["op"], p["world"], p["bytes"])
