@@ -4,7 +4,9 @@ N nodes x 2 ranks train the tiny GPT (tests/cli/elastic_test.cpp's kTrain, as my
 train_batch_size 8N) and must give (a) the checkpoint fingerprint of the same 2N ranks on one
 machine (`xtrain launch -N 2N`), bit for bit, and (b) the weights of ONE process training on the
 same global batch (it accumulates 2N micro batches) up to fp32 rounding: not bit for bit, because
-rank r holds samples r, r+2N, ... while one process sums consecutive ones (measured: 6e-7).
+rank r holds samples r, r+2N, ... while one process sums consecutive ones (measured: 6e-7); and
+(c) with 2 nodes, where the sums are the same (1 rank per node, micro batch 1, one thread), one
+process's checkpoint fingerprint bit for bit (exact_against_one_process).
 The host name resolves to 127.0.0.1 in every node, as on a default Debian install, so c10d has to
 find the interface that reaches the master by itself.
 
@@ -150,6 +152,39 @@ def wrong_interface_is_an_error(c, xtrain, work):
     print(f"GLOO_SOCKET_IFNAME=eth7: refused after {time.time() - t0:.1f} s, naming it", flush=True)
 
 
+def exact_against_one_process(c, xtrain, work):
+    """Where the mathematics makes the sums the same, 2 nodes give one process's weights bit for bit:
+    micro batch 1 (rank r's sample at step t is sample 2t + r of the global order, which is exactly
+    one process's micro batch r of step t), 2 ranks (a + b = b + a: no all-reduce order can matter)
+    and one intra-op thread everywhere (one process with 2 threads reduces in another order and
+    differs in the last bits). With micro batch 4 or 4+ ranks the sums group differently:
+    close_to_one_process."""
+    with open(os.path.join(work, "my.json")) as f:
+        config = json.load(f)
+    config.update({"train_micro_batch_size_per_gpu": 1, "train_batch_size": 2})
+    with open(os.path.join(work, "exact.json"), "w") as f:
+        json.dump(config, f)
+    one = subprocess.run([xtrain, "train", "--config", "exact.json", "--set", "gradient_accumulation_steps=2",
+                          "--output", "exact_one"], cwd=work, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    if one.returncode != 0:
+        sys.exit(f"FAIL: the one-process run of exact.json: {one.stdout}{one.stderr}")
+    procs = []
+    for i in range(2):
+        argv = [xtrain, "launch", "-N", "1", "--nnodes", "2", "--node-rank", str(i), "--master-addr",
+                c.nodes[0].addr, "--", "train", "--config", "exact.json", "--output", f"{work}/exact"]
+        print(f"node{i}$ OMP_NUM_THREADS=1 " + shlex.join(argv), flush=True)
+        procs.append((f"launcher on node{i}", c.popen(i, argv, env={"OMP_NUM_THREADS": "1"}, cwd=work,
+                                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    finish(procs, "2 nodes x 1 rank, micro batch 1")
+    got = fingerprint(xtrain, f"{work}/exact/checkpoints/global_step6")
+    want = fingerprint(xtrain, f"{work}/exact_one/checkpoints/global_step6")
+    print(f"fingerprint 2 nodes x 1 rank, micro batch 1:        {got}\n"
+          f"fingerprint one process, 2 accumulation steps of 1: {want}", flush=True)
+    if got != want:
+        sys.exit("FAIL: 2 nodes x 1 rank and one process on the same global batch differ bit for bit")
+
+
 def close_to_one_process(run, one):
     """Max |run - one| over the model's tensors, and whether it is within the tolerance."""
     import torch  # Debian's python3-torch (this script runs under /usr/bin/python3)
@@ -219,6 +254,8 @@ def main():
             print(f"{a.nodes} nodes x {RANKS_PER_NODE} ranks: {time.time() - t0:.1f} s", flush=True)
             if a.mode == "nodes":
                 wrong_interface_is_an_error(c, xtrain, work)
+                if a.nodes == 2:
+                    exact_against_one_process(c, xtrain, work)
             references(c, xtrain, work, world, one)
     except Skip as e:
         print(f"SKIP: {e}")
