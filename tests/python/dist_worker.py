@@ -17,6 +17,7 @@ parser.add_argument("--out", required=True)
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--global-batch", type=int, default=8)
 parser.add_argument("--save", default="", help="save_checkpoint here at the end (every rank)")
+parser.add_argument("--load", default="", help="load_checkpoint from here before training (every rank)")
 xtrain.add_config_arguments(parser)
 args = parser.parse_args()
 
@@ -24,6 +25,8 @@ rank, world = xtrain.init_distributed()
 torch.manual_seed(0)
 model = MLP() if args.model == "mlp" else sequential_mlp()
 engine, *_ = xtrain.initialize(args=args, model=model, model_parameters=model.parameters())
+if args.load:
+    engine.load_checkpoint(args.load)
 g = torch.Generator().manual_seed(1)
 B, share = args.global_batch, args.global_batch // world
 losses = []

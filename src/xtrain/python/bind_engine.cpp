@@ -28,6 +28,7 @@
 #include "xtrain/monitor/sinks.h"
 #include "xtrain/python/bindings.h"
 #include "xtrain/run/checkpoint_merge.h"
+#include "xtrain/run/node_local_checkpoint.h"
 #include "xtrain/zero/stage3_units.h"
 #include "xtrain/zero/strategy.h"
 
@@ -191,7 +192,9 @@ class PyEngine {
   }
   void close_metrics() { sinks_.reset(); }
 
-  // Every rank calls it; rank 0 commits. `buffers` and `client_state` are rank 0's to write.
+  // Every rank calls it; rank 0 commits, or with checkpoint.use_node_local_storage on several nodes
+  // each node's local rank 0 commits its node's part under its own run_dir (node_local_checkpoint.h).
+  // `buffers` and `client_state` are rank 0's to write.
   std::string save(const std::string& run_dir, const std::string& tag, const NamedList& buffers,
                    const std::string& client_state) {
     namespace fs = std::filesystem;
@@ -206,28 +209,45 @@ class PyEngine {
       writer.write_text("config.json", config::to_json(*config_));
     }
     writer.finish_rank();
-    dp.barrier();
-    if (dp.rank() == 0) {
-      writer.commit("{}", dp.size());
-      checkpoint::prune(root, config_->trainer.keep_checkpoints);
+    const comm::RankInfo rank = comm::rank_info_from_env();
+    if (process_group() && node_local_storage({*config_, rank, *process_group()})) {
+      commit_node_local({*config_, rank, *process_group()}, writer, root);
+    } else {
+      dp.barrier();
+      if (dp.rank() == 0) {
+        writer.commit("{}", dp.size());
+        checkpoint::prune(root, config_->trainer.keep_checkpoints);
+      }
     }
     dp.barrier();
     return (fs::path(root) / t).string();
   }
 
-  // (folder, client_state bytes, buffers) of <run_dir>/checkpoints/<tag or latest>.
+  // (folder, client_state bytes, buffers) of <run_dir>/checkpoints/<tag or latest>. With node-local
+  // storage on several nodes: node 0's latest, gathered from every node's run_dir first.
   std::tuple<std::string, std::string, NamedList> load(const std::string& run_dir, const std::string& tag,
                                                         bool load_optimizer) {
     namespace fs = std::filesystem;
-    const std::string root = (fs::path(run_dir) / "checkpoints").string();
-    XTRAIN_USAGE_CHECK(!tag.empty() || !checkpoint::latest_tag(root).empty(), "load_checkpoint: ", run_dir,
-                       " has no checkpoint (", root, "/latest is missing)");
-    checkpoint::CheckpointReader reader(root, tag);
+    std::string root = (fs::path(run_dir) / "checkpoints").string();
+    const comm::RankInfo rank = comm::rank_info_from_env();
+    const bool node_local = process_group() && node_local_storage({*config_, rank, *process_group()});
+    if (node_local) {
+      root = gather_node_local({*config_, rank, *process_group()}, root);
+    } else {
+      XTRAIN_USAGE_CHECK(!tag.empty() || !checkpoint::latest_tag(root).empty(), "load_checkpoint: ", run_dir,
+                         " has no checkpoint (", root, "/latest is missing)");
+    }
+    checkpoint::CheckpointReader reader(root, node_local ? "" : tag);
+    XTRAIN_USAGE_CHECK(tag.empty() || reader.tag() == tag, "load_checkpoint(tag=", tag, "): with ",
+                       "checkpoint.use_node_local_storage on several nodes the run resumes from node 0's latest, ",
+                       reader.tag());
     engine_->load_checkpoint(reader, load_optimizer);
     NamedList buffers;
     if (reader.has_file("buffers.pt")) buffers = reader.read_tensors("buffers.pt");
     std::string client = reader.has_file("client_state.pkl") ? reader.read_text("client_state.pkl") : "";
-    return {reader.dir(), client, buffers};
+    std::string where = node_local ? (fs::path(run_dir) / "checkpoints" / reader.tag()).string() : reader.dir();
+    if (node_local) remove_gathered({*config_, rank, *process_group()}, root);
+    return {where, client, buffers};
   }
 
  private:

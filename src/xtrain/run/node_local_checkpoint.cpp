@@ -39,12 +39,12 @@ std::string node_extra(const NodeMap& m, int node) {
 
 }  // namespace
 
-bool node_local_storage(const Setup& s) {
+bool node_local_storage(const NodeLocalRun& s) {
   return s.config.checkpoint.use_node_local_storage && s.rank.local_world_size < s.rank.world_size;
 }
 
-NodeMap node_map(const Setup& s) {
-  const auto local = all_gather_int(*s.comm, s.rank.local_rank);
+NodeMap node_map(const NodeLocalRun& s) {
+  const auto local = all_gather_int(s.comm, s.rank.local_rank);
   NodeMap m;
   for (size_t r = 0; r < local.size(); ++r) {
     if (local[r] == 0 || m.ranks.empty()) m.ranks.emplace_back();
@@ -54,14 +54,14 @@ NodeMap node_map(const Setup& s) {
   return m;
 }
 
-void commit_node_local(Setup& s, checkpoint::CheckpointWriter& writer, const std::string& root) {
+void commit_node_local(const NodeLocalRun& s, checkpoint::CheckpointWriter& writer, const std::string& root) {
   const NodeMap m = node_map(s);
-  s.comm->barrier();  // every rank's files are written
+  s.comm.barrier();  // every rank's files are written
   if (s.rank.local_rank == 0 && m.node != 0) {
     writer.commit_ranks(node_extra(m, m.node), m.ranks[m.node]);
     checkpoint::prune(root, s.config.trainer.keep_checkpoints);
   }
-  s.comm->barrier();  // every other node's part is committed: node 0's commit makes the checkpoint the run's
+  s.comm.barrier();  // every other node's part is committed: node 0's commit makes the checkpoint the run's
   if (s.lead()) {
     writer.commit_ranks(node_extra(m, 0), m.ranks[0]);
     checkpoint::prune(root, s.config.trainer.keep_checkpoints);
@@ -72,7 +72,7 @@ namespace {
 
 // Each node's local rank 0 opens its part of `tag` (checksums verified); the first node without a
 // usable part is an error on every rank, naming the node, its ranks and its path.
-void check_parts(Setup& s, const NodeMap& m, const std::string& root, const std::string& tag) {
+void check_parts(const NodeLocalRun& s, const NodeMap& m, const std::string& root, const std::string& tag) {
   std::string problem;
   if (s.rank.local_rank == 0) {
     try {
@@ -81,12 +81,12 @@ void check_parts(Setup& s, const NodeMap& m, const std::string& root, const std:
       problem = e.what();
     }
   }
-  const auto bad = all_gather_int(*s.comm, problem.empty() ? 0 : 1);
+  const auto bad = all_gather_int(s.comm, problem.empty() ? 0 : 1);
   for (size_t n = 0; n < m.ranks.size(); ++n) {
     const int first = static_cast<int>(m.ranks[n].front());
     if (!bad[first]) continue;
-    const std::string where = comm::broadcast_string(*s.comm, root + "/" + tag, first);
-    const std::string why = comm::broadcast_string(*s.comm, problem, first);
+    const std::string where = comm::broadcast_string(s.comm, root + "/" + tag, first);
+    const std::string why = comm::broadcast_string(s.comm, problem, first);
     XTRAIN_USAGE_ERROR("resume: checkpoint ", tag, " (checkpoint.use_node_local_storage): node ", n, " (",
                        ranks_text(m.ranks[n]), ") has no usable part at ", where, ": ", why,
                        "; each node keeps its ranks' parts under its own --output: start every node with the "
@@ -96,7 +96,7 @@ void check_parts(Setup& s, const NodeMap& m, const std::string& root, const std:
 
 // Node n's files (names, kinds, bytes) from its local rank 0 to every rank; each node's local rank
 // 0 writes them into its gathered copy.
-void send_part(Setup& s, const NodeMap& m, size_t n, const std::string& root, const std::string& tag,
+void send_part(const NodeLocalRun& s, const NodeMap& m, size_t n, const std::string& root, const std::string& tag,
                checkpoint::CheckpointWriter* out) {
   const int first = static_cast<int>(m.ranks[n].front());
   std::optional<checkpoint::CheckpointReader> part;
@@ -105,23 +105,23 @@ void send_part(Setup& s, const NodeMap& m, size_t n, const std::string& root, co
     part.emplace(root, tag);
     for (const auto& f : part->files()) list.push_back({f, part->kind(f)});
   }
-  list = nlohmann::json::parse(comm::broadcast_string(*s.comm, list.dump(), first));
+  list = nlohmann::json::parse(comm::broadcast_string(s.comm, list.dump(), first));
   for (const auto& f : list) {
     const std::string name = f[0], kind = f[1];
-    const std::string bytes = comm::broadcast_string(*s.comm, part ? part->read_text(name) : std::string(), first);
+    const std::string bytes = comm::broadcast_string(s.comm, part ? part->read_text(name) : std::string(), first);
     if (out) out->write_bytes(name, bytes, kind);
   }
 }
 
 }  // namespace
 
-std::string gather_node_local(Setup& s, const std::string& root) {
+std::string gather_node_local(const NodeLocalRun& s, const std::string& root) {
   const std::string latest = s.lead() ? checkpoint::latest_tag(root) : std::string();
-  const std::string tag = comm::broadcast_string(*s.comm, latest, 0);
+  const std::string tag = comm::broadcast_string(s.comm, latest, 0);
   XTRAIN_USAGE_CHECK(!tag.empty(), "--resume: node 0's ", root, " has no checkpoint (checkpoints/latest is missing)");
   const NodeMap m = node_map(s);
   check_parts(s, m, root, tag);
-  const std::string extra = comm::broadcast_string(*s.comm, s.lead() ? checkpoint::CheckpointReader(root, tag).extra_json() : "", 0);
+  const std::string extra = comm::broadcast_string(s.comm, s.lead() ? checkpoint::CheckpointReader(root, tag).extra_json() : "", 0);
   const auto saved = nlohmann::json::parse(extra, nullptr, false);
   const int64_t saved_nodes = saved.is_object() && saved.contains("node_local") ? saved["node_local"].value("nodes", int64_t{1}) : 1;
   XTRAIN_USAGE_CHECK(saved_nodes == static_cast<int64_t>(m.ranks.size()), "resume: checkpoint ", tag, " was saved by ",
@@ -136,13 +136,13 @@ std::string gather_node_local(Setup& s, const std::string& root) {
   }
   for (size_t n = 0; n < m.ranks.size(); ++n) send_part(s, m, n, root, tag, out ? &*out : nullptr);
   if (out) out->commit_ranks(checkpoint::gathered_extra(extra), {0});
-  s.comm->barrier();
+  s.comm.barrier();
   if (s.lead()) log::info("resume: gathered checkpoint ", tag, " from ", m.ranks.size(), " nodes' local storage");
   return gathered;
 }
 
-void remove_gathered(Setup& s, const std::string& gathered_root) {
-  s.comm->barrier();
+void remove_gathered(const NodeLocalRun& s, const std::string& gathered_root) {
+  s.comm.barrier();
   if (s.rank.local_rank == 0) fs::remove_all(gathered_root);
 }
 

@@ -4,16 +4,27 @@
 // manifest records which node holds which ranks. A resume takes node 0's latest tag, checks that
 // every node has its part (a missing one is an error naming the node and its path), and sends each
 // node's files to every node once, into <output>/checkpoints/.gathered/<tag> (a complete checkpoint,
-// so ZeRO reshards on load as from a shared folder), which it deletes once loaded. Internal to run/.
+// so ZeRO reshards on load as from a shared folder), which it deletes once loaded. Used by
+// `xtrain train` (run_checkpoint.cpp) and by the Python engine's save/load_checkpoint.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "xtrain/checkpoint/store.h"
-#include "xtrain/run/setup.h"
+#include "xtrain/comm/communicator.h"
+#include "xtrain/comm/rank_info.h"
+#include "xtrain/config/config.h"
 
 namespace xtrain {
+
+// What the node-local functions need of a run: its config, who this process is, and every rank.
+struct NodeLocalRun {
+  const config::Config& config;
+  const comm::RankInfo& rank;
+  comm::Communicator& comm;
+  bool lead() const { return rank.rank == 0; }
+};
 
 struct NodeMap {
   int node = 0;                             // this rank's node
@@ -21,14 +32,14 @@ struct NodeMap {
 };
 
 // True when the key is on and the run spans more than one node.
-bool node_local_storage(const Setup& s);
+bool node_local_storage(const NodeLocalRun& s);
 // Collective: which node holds which ranks.
-NodeMap node_map(const Setup& s);
+NodeMap node_map(const NodeLocalRun& s);
 // Collective, after every rank's finish_rank(): the node commits, node 0 last, then prune.
-void commit_node_local(Setup& s, checkpoint::CheckpointWriter& writer, const std::string& root);
+void commit_node_local(const NodeLocalRun& s, checkpoint::CheckpointWriter& writer, const std::string& root);
 // Collective: a complete copy of node 0's latest checkpoint on every node; returns its root
 // (<root>/.gathered). remove_gathered() deletes it once loaded.
-std::string gather_node_local(Setup& s, const std::string& root);
-void remove_gathered(Setup& s, const std::string& gathered_root);
+std::string gather_node_local(const NodeLocalRun& s, const std::string& root);
+void remove_gathered(const NodeLocalRun& s, const std::string& gathered_root);
 
 }  // namespace xtrain

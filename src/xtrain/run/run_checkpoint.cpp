@@ -28,6 +28,8 @@ std::string checkpoint_scope(const parallel::ParallelGroups& g) {
   return checkpoint::model_parallel_scope(c.tp, c.pp);
 }
 
+NodeLocalRun node_local_run(const Setup& s) { return {s.config, s.rank, *s.comm}; }
+
 checkpoint::ModelParallelManifest manifest_of(const Setup& s) {
   using topology::Axis;
   const auto& grid = s.groups.grid;
@@ -90,8 +92,8 @@ void save(Setup& s, const std::string& run_dir) {
   if (s.lead()) writer.write_text("config.json", config::to_json(s.config));
   writer.finish_rank();
   if (fault_due("XTRAIN_FAULT_IN_SAVE", s.engine->global_steps(), s.rank.rank)) std::raise(SIGKILL);
-  if (node_local_storage(s)) {
-    commit_node_local(s, writer, root);
+  if (node_local_storage(node_local_run(s))) {
+    commit_node_local(node_local_run(s), writer, root);
   } else {
     s.comm->barrier();
     if (s.lead()) {
@@ -104,9 +106,10 @@ void save(Setup& s, const std::string& run_dir) {
 
 void resume(Setup& s, const std::string& run_dir) {
   std::string root = (fs::path(run_dir) / "checkpoints").string();
-  const bool node_local = node_local_storage(s);
+  const NodeLocalRun local = node_local_run(s);
+  const bool node_local = node_local_storage(local);
   if (node_local) {
-    root = gather_node_local(s, root);
+    root = gather_node_local(local, root);
   } else {
     XTRAIN_USAGE_CHECK(!checkpoint::latest_tag(root).empty(), "--resume: ", run_dir,
                        " has no checkpoint (checkpoints/latest is missing)");
@@ -131,7 +134,7 @@ void resume(Setup& s, const std::string& run_dir) {
     state.position = 0;
     s.train_loader->set_state(state);
   }
-  if (node_local) remove_gathered(s, root);
+  if (node_local) remove_gathered(local, root);
   log::info("resumed from ", node_local ? run_dir + "/checkpoints/" + reader.tag() + " (every node's part)" : reader.dir(),
             " at step ", s.engine->global_steps());
 }
