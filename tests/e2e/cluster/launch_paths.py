@@ -152,7 +152,7 @@ def wrong_interface_is_an_error(c, xtrain, work):
     print(f"GLOO_SOCKET_IFNAME=eth7: refused after {time.time() - t0:.1f} s, naming it", flush=True)
 
 
-def exact_against_one_process(c, xtrain, work):
+def exact_against_one_process(c, xtrain, work, mode):
     """Where the mathematics makes the sums the same, 2 nodes give one process's weights bit for bit:
     micro batch 1 (rank r's sample at step t is sample 2t + r of the global order, which is exactly
     one process's micro batch r of step t), 2 ranks (a + b = b + a: no all-reduce order can matter)
@@ -169,13 +169,20 @@ def exact_against_one_process(c, xtrain, work):
                          capture_output=True, text=True, timeout=TIMEOUT_S)
     if one.returncode != 0:
         sys.exit(f"FAIL: the one-process run of exact.json: {one.stdout}{one.stderr}")
+    env = {"OMP_NUM_THREADS": "1"}
+    tail = ["--", "train", "--config", "exact.json", "--output", f"{work}/exact"]
+    if mode == "ssh":  # one launcher on node0, a rank on node0 and on node1 over ssh
+        with open(os.path.join(work, "hosts_exact"), "w") as f:
+            f.write("node0 slots=1\nnode1 slots=1\n")
+        argvs = {0: [xtrain, "launch", "--hostfile", "hosts_exact", *tail]}
+    else:  # one launcher per node
+        argvs = {i: [xtrain, "launch", "-N", "1", "--nnodes", "2", "--node-rank", str(i), "--master-addr",
+                     c.nodes[0].addr, *tail] for i in range(2)}
     procs = []
-    for i in range(2):
-        argv = [xtrain, "launch", "-N", "1", "--nnodes", "2", "--node-rank", str(i), "--master-addr",
-                c.nodes[0].addr, "--", "train", "--config", "exact.json", "--output", f"{work}/exact"]
+    for i, argv in argvs.items():
         print(f"node{i}$ OMP_NUM_THREADS=1 " + shlex.join(argv), flush=True)
-        procs.append((f"launcher on node{i}", c.popen(i, argv, env={"OMP_NUM_THREADS": "1"}, cwd=work,
-                                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        procs.append((f"launcher on node{i}", c.popen(i, argv, env=env, cwd=work, stdout=subprocess.PIPE,
+                                                     stderr=subprocess.STDOUT, text=True)))
     finish(procs, "2 nodes x 1 rank, micro batch 1")
     got = fingerprint(xtrain, f"{work}/exact/checkpoints/global_step6")
     want = fingerprint(xtrain, f"{work}/exact_one/checkpoints/global_step6")
@@ -254,8 +261,8 @@ def main():
             print(f"{a.nodes} nodes x {RANKS_PER_NODE} ranks: {time.time() - t0:.1f} s", flush=True)
             if a.mode == "nodes":
                 wrong_interface_is_an_error(c, xtrain, work)
-                if a.nodes == 2:
-                    exact_against_one_process(c, xtrain, work)
+            if a.nodes == 2:
+                exact_against_one_process(c, xtrain, work, a.mode)
             references(c, xtrain, work, world, one)
     except Skip as e:
         print(f"SKIP: {e}")

@@ -109,6 +109,30 @@ def reference(xtrain, directory, world):
     return {"fingerprint": fingerprint(xtrain, local), "losses": losses(one)}
 
 
+def exact_reference(xtrain, directory):
+    """Where one process's sums are exactly those of 2 ranks: micro batch 1 (rank r's sample at step
+    t is sample 2t + r of the global order, which is one process's micro batch r of step t), 2 ranks
+    (a + b = b + a: no all-reduce order can matter), one thread everywhere (RANK_ENV). Returns the
+    config (exact.json) and the fingerprint of one process accumulating 2 micro batches of 1, which
+    2 nodes x 1 rank must give bit for bit."""
+    config = dict(TINY_CONFIG, train_micro_batch_size_per_gpu=1)
+    path = os.path.join(directory, "exact.json")
+    with open(path, "w") as f:
+        json.dump(config, f, indent=1)
+    one = os.path.join(directory, "exact_one")
+    _train([xtrain, "train", "--config", path, "--set", "gradient_accumulation_steps=2", "--output", one],
+           "the one-process run of exact.json")
+    return path, fingerprint(xtrain, one)
+
+
+def check_exact(name, xtrain, run, want):
+    got = fingerprint(xtrain, run)
+    if got != want:
+        raise AssertionError(f"{name}: fingerprint {got} != one process on the same global batch {want} "
+                             "(micro batch 1, 2 ranks, one thread: the sums are the same)")
+    print(f"ok ({time.time() - T0:.0f} s): {name}: fingerprint {got[:16]}... = one process, bit for bit", flush=True)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -5,8 +5,9 @@ The README's line `mpirun -np 4 --host node0:2,node1:2 build/xtrain train --conf
 node0 of a 2-node cluster and (as -np 6 over node0..node2) of a 3-node one: mpirun reaches the other
 nodes over ssh (the cluster's sshd; its ssh config is the nodes' /etc/ssh), each rank reads
 OMPI_COMM_WORLD_* and, with no MASTER_ADDR given, takes mpirun's own host (node0, where rank 0
-runs) from OMPI_MCA_orte_hnp_uri. Both runs must give the `xtrain ckpt fingerprint` of one process
-training on the global batch. Exit 77 (SKIP) with the reason where mpirun or namespaces are missing.
+runs) from OMPI_MCA_orte_hnp_uri. Both runs must give the `xtrain ckpt fingerprint` of the same
+ranks on one machine and the losses of one process training on the global batch; 2 nodes x 1 rank
+with micro batch 1 (where the sums are the same) one process's fingerprint bit for bit. Exit 77 (SKIP) with the reason where mpirun or namespaces are missing.
 
 usage: test_mpirun.py BUILD/xtrain
 """
@@ -46,6 +47,23 @@ def run_on(nodes, xtrain, line, scratch):
         if r.returncode != 0:
             raise AssertionError(f"mpirun on {nodes} nodes exited {r.returncode}:\n{out[-6000:]}")
         common.check_run(f"mpirun {nodes} nodes x 2", out, xtrain, run, expected, world, "openmpi")
+        if nodes == 2:
+            run_exact(c, xtrain, line, scratch)
+
+
+def run_exact(c, xtrain, line, scratch):
+    """2 nodes x 1 rank, micro batch 1: one process's fingerprint bit for bit (exact_reference)."""
+    config, want = common.exact_reference(xtrain, scratch)
+    run = os.path.join(scratch, "mpirun-exact")
+    argv = mpirun_argv(line, xtrain, config, 2, ["--output", run])
+    argv[argv.index("-np") + 1] = "2"
+    argv[argv.index("--host") + 1] = "node0:1,node1:1"
+    print("node0$", " ".join(argv), flush=True)
+    r = subprocess.run(["ip", "netns", "exec", c.nodes[0].ns] + argv, cwd=scratch, capture_output=True, text=True,
+                       timeout=150)
+    if r.returncode != 0:
+        raise AssertionError(f"mpirun -np 2 exited {r.returncode}:\n{(r.stdout + r.stderr)[-6000:]}")
+    common.check_exact("mpirun 2 nodes x 1, micro batch 1", xtrain, run, want)
 
 
 def main():

@@ -7,7 +7,8 @@ A 2-node cluster with munged, slurmctld and one slurmd per node started by the t
   - `sbatch` of a script (polled with scontrol: sbatch --wait polls every few seconds) that runs
     `srun build/xtrain train` on the same 2 nodes x 2 ranks (3 nodes: test_mpirun.py),
 each equal to the same ranks on one machine (fingerprint, bit for bit) and to one process on the
-global batch (losses, to rounding): mpi_slurm_common.reference(). Every rank reads
+global batch (losses, to rounding): mpi_slurm_common.reference(); and `srun -N 2 -n 2` with micro
+batch 1, where the sums are the same, equal to one process bit for bit (exact_reference). Every rank reads
 SLURM_PROCID/NTASKS/LOCALID and takes the master from the first host of SLURM_STEP_NODELIST (node0)
 with no MASTER_ADDR given; and a batch script that runs xtrain without srun is refused by name
 instead of waiting for ranks that never start. Exit 77 (SKIP) with the daemon's log line where
@@ -68,11 +69,24 @@ def run_sbatch(s, xtrain, scratch, expected):
     print("ok: a batch script without srun is refused by name", flush=True)
 
 
+def run_srun_exact(s, xtrain, scratch):
+    """srun -N 2 -n 2, micro batch 1: one process's fingerprint bit for bit (exact_reference)."""
+    config, want = common.exact_reference(xtrain, scratch)
+    run = os.path.join(scratch, "srun-exact")
+    argv = ["srun", "-N", "2", "-n", "2", xtrain, "train", "--config", config, "--output", run]
+    print("node0$", " ".join(argv), flush=True)
+    r = s.run(0, argv, timeout=150, cwd=scratch, env_extra=common.RANK_ENV)
+    if r.returncode != 0:
+        raise AssertionError(f"srun -n 2 exited {r.returncode}:\n{(r.stdout + r.stderr)[-6000:]}\n{s.daemon_errors()}")
+    common.check_exact("srun -N 2 -n 2, micro batch 1", xtrain, run, want)
+
+
 def body(xtrain, line, scratch):
     expected = common.reference(xtrain, scratch, 4)  # both runs: 2 nodes x 2 ranks
     with common.Cluster(nodes=2) as c, SlurmCluster(c) as s:
         run_srun(s, xtrain, scratch, line, expected)
         run_sbatch(s, xtrain, scratch, expected)
+        run_srun_exact(s, xtrain, scratch)
 
 
 def main():
