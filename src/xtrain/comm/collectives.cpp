@@ -88,12 +88,11 @@ void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp
 // and receives chunk (r-s-2) from r-1, adding its own contribution. After the last step chunk r
 // holds every rank's contribution. Each rank sends (W-1)/W of the input once.
 //
-// The chunks go around in pieces, kRingDepth of them in flight at once: while one piece is added
-// the link carries the others, and Gloo's per-message handshake (the receiver announces its buffer
-// before the sender writes) overlaps the data of the pieces ahead instead of idling the link. Lock
-// step (one piece out, wait, add, the next) ran at half the link's rate when both directions of a
-// link were busy, as they are on 2 ranks: the handshake of the next piece queued behind the other
-// direction's data. Working buffers are kRingDepth pieces in the type of the reduction (fp32 for
+// The chunks go around in pieces, kRingDepth of them in flight at once: while one piece is added,
+// and while Gloo's per-message handshake runs (the receiver announces its buffer before the sender
+// writes), the link carries the others. Lock step (one piece out, wait, add, the next) ran at half
+// the link's rate with both directions of a link busy, as on 2 ranks (1 Gbit/s, 64 MiB: 551 ms
+// against 268 ms of wire time; pipelined: 287 ms). Working buffers are kRingDepth pieces in the type of the reduction (fp32 for
 // bf16 input, widened a piece at a time; partial sums travel in fp32) however large the input: a
 // stage-3 unit's gradients are reduced without a second copy of them.
 //
