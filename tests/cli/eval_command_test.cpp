@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "support/paths.h"
@@ -89,6 +90,22 @@ TEST(EvalCommand, BatchesHonouredWithNumpyStandardError) {
   const auto d = eval_json("");  // the default: 100 batches, the first 7 of them the same ones
   EXPECT_EQ(d["batches"], 100);
   for (int i = 0; i < 7; ++i) EXPECT_DOUBLE_EQ(d["batch_losses"][i].get<double>(), losses[i]) << i;
+}
+
+TEST(EvalCommand, ConfigThatDescribesAnotherModelIsAnErrorNamingTheTensor) {
+  // The same run with config.json edited to a wider model: the checkpoint's [.., 32] tensors do not
+  // fit the [.., 64] model. A usage error naming the tensor and both shapes (it was ATen's reshape
+  // error; a same-sized tensor of another shape was reinterpreted without a word).
+  namespace fs = std::filesystem;
+  const std::string copy = testing::temp_dir("eval-cli-wrong-config") + "/run";
+  fs::copy(run_dir(), copy, fs::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(copy + "/config.json"));
+  config["xtrain"]["model"]["d_model"] = 64;
+  std::ofstream(copy + "/config.json") << config.dump();
+  std::string out;
+  EXPECT_EQ(xtrain("eval --run " + copy + " --json", &out), 2) << out;
+  EXPECT_NE(out.find(", and the model built from " + copy + "/config.json needs [256, 64]"), std::string::npos) << out;
+  EXPECT_NE(out.find("holds wte.weight [256, 32]"), std::string::npos) << out;
 }
 
 TEST(EvalCommand, FullCoversTheSplit) {

@@ -130,7 +130,13 @@ TrainedRun load_trained_run(const std::string& run_dir, const std::string& tag) 
   auto restore = [&](const std::string& name, at::Tensor target) {
     auto it = weights.find(name);
     XTRAIN_USAGE_CHECK(it != weights.end(), "checkpoint ", reader.dir(), " has no tensor for ", name);
-    target.copy_(it->second.reshape(target.sizes()));
+    const at::Tensor& saved = it->second;
+    // A consolidated ZeRO shard may come back flat; any other shape must be the model's own.
+    const bool flat_of_same = saved.dim() == 1 && saved.numel() == target.numel();
+    XTRAIN_USAGE_CHECK(saved.sizes() == target.sizes() || flat_of_same, "checkpoint ", reader.dir(), " holds ", name,
+                       " ", saved.sizes(), ", and the model built from ", config_path, " needs ", target.sizes(),
+                       ": the run's config.json does not describe the model that was saved");
+    target.copy_(saved.reshape(target.sizes()));
   };
   const auto rank0 = checkpoint::model_parallel_rank0(reader);
   if (rank0.has_file("buffers.pt")) {
