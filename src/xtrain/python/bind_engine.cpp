@@ -209,16 +209,8 @@ class PyEngine {
       writer.write_text("config.json", config::to_json(*config_));
     }
     writer.finish_rank();
-    const comm::RankInfo rank = comm::rank_info_from_env();
-    if (process_group() && node_local_storage({*config_, rank, *process_group()})) {
-      commit_node_local({*config_, rank, *process_group()}, writer, root);
-    } else {
-      dp.barrier();
-      if (dp.rank() == 0) {
-        writer.commit("{}", dp.size());
-        checkpoint::prune(root, config_->trainer.keep_checkpoints);
-      }
-    }
+    const comm::RankInfo rank = rank_of(dp);
+    commit_checkpoint({*config_, rank, dp}, writer, root);
     dp.barrier();
     return (fs::path(root) / t).string();
   }
@@ -229,10 +221,12 @@ class PyEngine {
                                                         bool load_optimizer) {
     namespace fs = std::filesystem;
     std::string root = (fs::path(run_dir) / "checkpoints").string();
-    const comm::RankInfo rank = comm::rank_info_from_env();
-    const bool node_local = process_group() && node_local_storage({*config_, rank, *process_group()});
+    auto& dp = engine_->dp();
+    const comm::RankInfo rank = rank_of(dp);
+    const NodeLocalRun local{*config_, rank, dp};
+    const bool node_local = node_local_storage(local);
     if (node_local) {
-      root = gather_node_local({*config_, rank, *process_group()}, root);
+      root = gather_node_local(local, root);
     } else {
       XTRAIN_USAGE_CHECK(!tag.empty() || !checkpoint::latest_tag(root).empty(), "load_checkpoint: ", run_dir,
                          " has no checkpoint (", root, "/latest is missing)");
@@ -246,11 +240,20 @@ class PyEngine {
     if (reader.has_file("buffers.pt")) buffers = reader.read_tensors("buffers.pt");
     std::string client = reader.has_file("client_state.pkl") ? reader.read_text("client_state.pkl") : "";
     std::string where = node_local ? (fs::path(run_dir) / "checkpoints" / reader.tag()).string() : reader.dir();
-    if (node_local) remove_gathered({*config_, rank, *process_group()}, root);
+    if (node_local) remove_gathered(local, root);
     return {where, client, buffers};
   }
 
  private:
+  // The launcher's view of this process (its node: LOCAL_RANK, LOCAL_WORLD_SIZE), over `dp`, which is
+  // every rank: the Python engine has no tensor or pipeline parallelism.
+  static comm::RankInfo rank_of(const comm::Communicator& dp) {
+    comm::RankInfo rank = comm::rank_info_from_env();
+    rank.rank = dp.rank();
+    rank.world_size = dp.size();
+    return rank;
+  }
+
   std::shared_ptr<config::Config> config_;
   Mirror mirror_;
   std::unique_ptr<Engine> engine_;

@@ -68,6 +68,18 @@ void commit_node_local(const NodeLocalRun& s, checkpoint::CheckpointWriter& writ
   }
 }
 
+void commit_checkpoint(const NodeLocalRun& s, checkpoint::CheckpointWriter& writer, const std::string& root) {
+  if (node_local_storage(s)) {
+    commit_node_local(s, writer, root);
+    return;
+  }
+  s.comm.barrier();  // every rank's files are written
+  if (s.lead()) {
+    writer.commit("{}", s.rank.world_size);
+    checkpoint::prune(root, s.config.trainer.keep_checkpoints);
+  }
+}
+
 namespace {
 
 // Each node's local rank 0 opens its part of `tag` (checksums verified); the first node without a

@@ -37,6 +37,9 @@ bool node_local_storage(const NodeLocalRun& s);
 NodeMap node_map(const NodeLocalRun& s);
 // Collective, after every rank's finish_rank(): the node commits, node 0 last, then prune.
 void commit_node_local(const NodeLocalRun& s, checkpoint::CheckpointWriter& writer, const std::string& root);
+// Collective, after every rank's finish_rank(): how every save ends. commit_node_local() when
+// node_local_storage(), else rank 0 commits for all ranks; then prune to keep_checkpoints.
+void commit_checkpoint(const NodeLocalRun& s, checkpoint::CheckpointWriter& writer, const std::string& root);
 // Collective: a complete copy of node 0's latest checkpoint on every node; returns its root
 // (<root>/.gathered). remove_gathered() deletes it once loaded.
 std::string gather_node_local(const NodeLocalRun& s, const std::string& root);

@@ -92,15 +92,7 @@ void save(Setup& s, const std::string& run_dir) {
   if (s.lead()) writer.write_text("config.json", config::to_json(s.config));
   writer.finish_rank();
   if (fault_due("XTRAIN_FAULT_IN_SAVE", s.engine->global_steps(), s.rank.rank)) std::raise(SIGKILL);
-  if (node_local_storage(node_local_run(s))) {
-    commit_node_local(node_local_run(s), writer, root);
-  } else {
-    s.comm->barrier();
-    if (s.lead()) {
-      writer.commit("{}", s.rank.world_size);
-      checkpoint::prune(root, s.config.trainer.keep_checkpoints);
-    }
-  }
+  commit_checkpoint(node_local_run(s), writer, root);
   s.comm->barrier();  // nobody starts the next step (or exits) before the checkpoint is committed
 }
 

@@ -33,6 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "cluster"))
 from netns_cluster import Cluster, Skip  # noqa: E402
+import mpi_slurm_common as common  # noqa: E402  (beside this file)
 
 RANKS_PER_NODE = 2
 TIMEOUT_S = 150
@@ -153,24 +154,11 @@ def wrong_interface_is_an_error(c, xtrain, work):
 
 
 def exact_against_one_process(c, xtrain, work, mode):
-    """Where the mathematics makes the sums the same, 2 nodes give one process's weights bit for bit:
-    micro batch 1 (rank r's sample at step t is sample 2t + r of the global order, which is exactly
-    one process's micro batch r of step t), 2 ranks (a + b = b + a: no all-reduce order can matter)
-    and one intra-op thread everywhere (one process with 2 threads reduces in another order and
-    differs in the last bits). With micro batch 4 or 4+ ranks the sums group differently:
-    close_to_one_process."""
-    with open(os.path.join(work, "my.json")) as f:
-        config = json.load(f)
-    config.update({"train_micro_batch_size_per_gpu": 1, "train_batch_size": 2})
-    with open(os.path.join(work, "exact.json"), "w") as f:
-        json.dump(config, f)
-    one = subprocess.run([xtrain, "train", "--config", "exact.json", "--set", "gradient_accumulation_steps=2",
-                          "--output", "exact_one"], cwd=work, env=dict(os.environ, OMP_NUM_THREADS="1"),
-                         capture_output=True, text=True, timeout=TIMEOUT_S)
-    if one.returncode != 0:
-        sys.exit(f"FAIL: the one-process run of exact.json: {one.stdout}{one.stderr}")
-    env = {"OMP_NUM_THREADS": "1"}
-    tail = ["--", "train", "--config", "exact.json", "--output", f"{work}/exact"]
+    """2 nodes x 1 rank with micro batch 1, where the sums are those of one process: its fingerprint
+    bit for bit (mpi_slurm_common.exact_reference says why). With micro batch 4 or 4+ ranks the sums
+    group differently: close_to_one_process."""
+    config, want = common.exact_reference(xtrain, work)
+    tail = ["--", "train", "--config", config, "--output", f"{work}/exact"]
     if mode == "ssh":  # one launcher on node0, a rank on node0 and on node1 over ssh
         with open(os.path.join(work, "hosts_exact"), "w") as f:
             f.write("node0 slots=1\nnode1 slots=1\n")
@@ -181,15 +169,13 @@ def exact_against_one_process(c, xtrain, work, mode):
     procs = []
     for i, argv in argvs.items():
         print(f"node{i}$ OMP_NUM_THREADS=1 " + shlex.join(argv), flush=True)
-        procs.append((f"launcher on node{i}", c.popen(i, argv, env=env, cwd=work, stdout=subprocess.PIPE,
+        procs.append((f"launcher on node{i}", c.popen(i, argv, env=common.RANK_ENV, cwd=work, stdout=subprocess.PIPE,
                                                      stderr=subprocess.STDOUT, text=True)))
     finish(procs, "2 nodes x 1 rank, micro batch 1")
-    got = fingerprint(xtrain, f"{work}/exact/checkpoints/global_step6")
-    want = fingerprint(xtrain, f"{work}/exact_one/checkpoints/global_step6")
-    print(f"fingerprint 2 nodes x 1 rank, micro batch 1:        {got}\n"
-          f"fingerprint one process, 2 accumulation steps of 1: {want}", flush=True)
-    if got != want:
-        sys.exit("FAIL: 2 nodes x 1 rank and one process on the same global batch differ bit for bit")
+    try:
+        common.check_exact(f"{mode}: 2 nodes x 1 rank, micro batch 1", xtrain, f"{work}/exact", want)
+    except AssertionError as e:
+        sys.exit(f"FAIL: {e}")
 
 
 def close_to_one_process(run, one):

@@ -7,7 +7,8 @@ nodes over ssh (the cluster's sshd; its ssh config is the nodes' /etc/ssh), each
 OMPI_COMM_WORLD_* and, with no MASTER_ADDR given, takes mpirun's own host (node0, where rank 0
 runs) from OMPI_MCA_orte_hnp_uri. Both runs must give the `xtrain ckpt fingerprint` of the same
 ranks on one machine and the losses of one process training on the global batch; 2 nodes x 1 rank
-with micro batch 1 (where the sums are the same) one process's fingerprint bit for bit. Exit 77 (SKIP) with the reason where mpirun or namespaces are missing.
+with micro batch 1 (where the sums are the same) one process's fingerprint bit for bit. Exit 77
+(SKIP) with the reason where mpirun or namespaces are missing.
 
 usage: test_mpirun.py BUILD/xtrain
 """
